@@ -1,0 +1,19 @@
+// volt/detail/futex.hpp: the thinnest wrapper over Linux futex(2).
+//
+// Used by the worker parker and the thread parker. Both wait only for a value
+// change announced by a paired wake; neither needs a timeout (timed waits go
+// through the I/O driver), so there is no timed variant.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace volt::detail {
+
+// Blocks while `*word == expected`. May return spuriously; callers re-check.
+void futex_wait(const std::atomic<std::uint32_t>* word, std::uint32_t expected) noexcept;
+
+// Wakes up to `count` threads blocked in futex_wait on `word`.
+void futex_wake(const std::atomic<std::uint32_t>* word, int count) noexcept;
+
+}  // namespace volt::detail

@@ -1,0 +1,70 @@
+// volt/detail/task_cell.hpp: the allocation behind a spawned task.
+//
+// TaskCell<T> = TaskHeader + the output slot. The spawned Task<T>'s frame is a
+// separate block from the same frame allocator; keeping the header outside the
+// frame is what lets abort() and shutdown destroy the frame (running the
+// destructors of whatever it awaits) while join handles and wakers still hold
+// the header. Both blocks are recycled, so spawning does not reach malloc in
+// steady state.
+#pragma once
+
+#include <new>
+
+#include "volt/detail/frame_allocator.hpp"
+#include "volt/detail/result.hpp"
+#include "volt/detail/task_header.hpp"
+#include "volt/task/task.hpp"
+
+namespace volt::detail {
+
+template <class T>
+struct TaskCell {
+  TaskHeader header;
+  Result<T> output;
+
+  explicit TaskCell(typename Task<T>::Handle frame) noexcept : header(&kVTable, frame) {}
+
+  static TaskCell* from(TaskHeader* h) noexcept {
+    static_assert(offsetof(TaskCell, header) == 0);
+    return reinterpret_cast<TaskCell*>(h);
+  }
+  static typename Task<T>::Handle frame_of(TaskHeader* h) noexcept {
+    return Task<T>::Handle::from_address(h->root.address());
+  }
+
+  static TaskHeader* create(Task<T>&& task) {
+    void* block = frame_allocate(sizeof(TaskCell));
+    return &(::new (block) TaskCell(task.release()))->header;
+  }
+
+  static void finish(TaskHeader* h) noexcept {
+    TaskCell* cell = from(h);
+    auto frame = frame_of(h);
+    try {
+      cell->output.take_from(frame.promise().result());
+    } catch (...) {
+      // Only a throwing move constructor of T gets here.
+      cell->output.set_exception(std::current_exception());
+    }
+    frame.destroy();
+    h->root = {};
+  }
+  static void cancel(TaskHeader* h, errc reason) noexcept {
+    if (h->root) {
+      h->root.destroy();
+      h->root = {};
+    }
+    from(h)->output.set_error(make_error_code(reason));
+  }
+  static void drop_output(TaskHeader* h) noexcept { from(h)->output.reset(); }
+  static void dealloc(TaskHeader* h) noexcept {
+    TaskCell* cell = from(h);
+    if (h->root) h->root.destroy();  // a task that never ran (shutdown before poll)
+    cell->~TaskCell();
+    frame_deallocate(cell, sizeof(TaskCell));
+  }
+
+  static constexpr TaskVTable kVTable{&finish, &cancel, &drop_output, &dealloc};
+};
+
+}  // namespace volt::detail

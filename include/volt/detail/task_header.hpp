@@ -1,0 +1,155 @@
+// volt/detail/task_header.hpp: the type-independent part of a spawned task,
+// the scheduler interface it is submitted to, and the per-thread context.
+//
+// A spawned task is one TaskCell<T> (task_cell.hpp): this header, followed by
+// the output slot. The header is what queues, wakers and join handles point at;
+// its fields and who may touch them:
+//
+//   state         atomic; see task_state.hpp
+//   vtable        immutable after spawn
+//   scheduler     immutable after spawn
+//   queue_next    link in an InjectQueue; owned by whoever holds the queue
+//                 entry's reference (the pusher, then the queue under its lock)
+//   owned_prev/next, owned_linked
+//                 links in OwnedTasks; guarded by that shard's lock
+//   id            immutable after spawn
+//   root          the spawned Task's coroutine frame; owner of kRunning only
+//   resume_point  innermost suspended coroutine of the task; written by the
+//                 leaf awaiter that suspends (under kRunning), read by the next
+//                 poll (under kRunning): the state word orders the two
+//   resume_check, resume_context
+//                 optional readiness test of that leaf, same ownership. A poll
+//                 resumes the coroutine only if the test passes, so a wake-up
+//                 that finds the awaited condition false (a spurious or stale
+//                 wake, a value taken by another receiver) leaves the task
+//                 suspended instead of resuming an awaiter that is not ready.
+//                 The test runs as part of the poll and may re-register wakers.
+//   join_waker    rule 3 of task_state.hpp
+#pragma once
+
+#include <coroutine>
+#include <cstdint>
+
+#include "volt/detail/task_state.hpp"
+#include "volt/detail/waker.hpp"
+#include "volt/error.hpp"
+
+namespace volt::detail {
+
+struct TaskHeader;
+
+struct TaskVTable {
+  // Moves the root frame's outcome into the output slot, destroys the frame.
+  void (*finish)(TaskHeader*) noexcept;
+  // Destroys the frame wherever it is suspended (running the destructors of
+  // whatever it awaits) and records `reason` as the outcome.
+  void (*cancel)(TaskHeader*, errc reason) noexcept;
+  void (*drop_output)(TaskHeader*) noexcept;
+  void (*dealloc)(TaskHeader*) noexcept;
+};
+
+// What a task is submitted to. Implemented by the multi-thread and the
+// current-thread schedulers.
+class Scheduler {
+ public:
+  // Takes the three initial references of a new task: binds it to the owned
+  // list and queues it, or, if shut down, cancels it with runtime_shutdown.
+  virtual void spawn(TaskHeader* task) noexcept = 0;
+  // Queues a woken task; the call owns the queue entry's reference.
+  virtual void schedule(TaskHeader* task) noexcept = 0;
+  // Queues a task that was woken during its own poll (a yield): it goes behind
+  // the work already queued so that it cannot starve it.
+  virtual void schedule_yield(TaskHeader* task) noexcept = 0;
+  // Removes a completed task from the owned list. True if it was still there
+  // (the caller then also drops the list's reference).
+  virtual bool release(TaskHeader* task) noexcept = 0;
+  // Blocks a thread outside the runtime until `task` completes.
+  virtual void block_until_complete(TaskHeader* task) = 0;
+  virtual bool is_shutting_down() const noexcept = 0;
+
+  virtual ~Scheduler() = default;
+};
+
+struct TaskHeader {
+  explicit TaskHeader(const TaskVTable* vt, std::coroutine_handle<> frame) noexcept
+      : vtable(vt), root(frame), resume_point(frame) {}
+
+  TaskState state;
+  const TaskVTable* vtable;
+  Scheduler* scheduler = nullptr;
+  TaskHeader* queue_next = nullptr;
+  TaskHeader* owned_prev = nullptr;
+  TaskHeader* owned_next = nullptr;
+  std::uint64_t id = 0;
+  bool owned_linked = false;
+  std::coroutine_handle<> root;
+  std::coroutine_handle<> resume_point;
+  bool (*resume_check)(void* context) noexcept = nullptr;
+  void* resume_context = nullptr;
+  Waker join_waker;
+
+  // --- wake-up entry points used by task wakers ---
+  void wake_by_val() noexcept {
+    switch (state.transition_to_notified_by_val()) {
+      case TaskState::ToNotified::kSubmit:
+        scheduler->schedule(this);
+        break;
+      case TaskState::ToNotified::kDealloc:
+        vtable->dealloc(this);
+        break;
+      case TaskState::ToNotified::kDoNothing:
+        break;
+    }
+  }
+  void wake_by_ref() noexcept {
+    if (state.transition_to_notified_by_ref() == TaskState::ToNotified::kSubmit)
+      scheduler->schedule(this);
+  }
+  void drop_reference() noexcept {
+    if (state.ref_dec()) vtable->dealloc(this);
+  }
+};
+
+// Waker whose data is a TaskHeader holding one reference.
+extern const WakerVTable kTaskWakerVTable;
+
+inline Waker make_task_waker(TaskHeader* task) noexcept {
+  task->state.ref_inc();
+  return Waker(&kTaskWakerVTable, task);
+}
+
+// Per-thread runtime context. Trivially constructible: reading it costs one TLS
+// access and no initialisation guard.
+struct ThreadContext {
+  Scheduler* scheduler;      // runtime this thread is running tasks for, if any
+  void* worker;              // scheduler-private per-thread state (a Worker)
+  TaskHeader* current_task;  // task being polled on this thread
+  int budget;                // cooperative budget left in this poll
+};
+extern thread_local ThreadContext tls_context;
+
+inline constexpr int kCoopBudget = 128;
+
+// Runs one poll of `task` (which the caller hands over with its queue
+// reference). Implemented in src/task/harness.cpp.
+void poll_task(TaskHeader* task) noexcept;
+// Claims-and-cancels path of runtime shutdown for a task taken off the owned
+// list (the caller hands over the list's reference).
+void shutdown_task(TaskHeader* task) noexcept;
+
+// The task being polled on this thread; throws Error(no_runtime) outside one.
+TaskHeader* current_task_or_throw();
+
+// Records where the current task is suspended and, optionally, the test that
+// must pass before it is resumed (see resume_check above).
+inline TaskHeader* suspend_current(std::coroutine_handle<> suspended,
+                                   bool (*check)(void*) noexcept = nullptr,
+                                   void* context = nullptr) {
+  TaskHeader* task = current_task_or_throw();
+  task->resume_point = suspended;
+  task->resume_check = check;
+  task->resume_context = context;
+  return task;
+}
+
+}  // namespace volt::detail

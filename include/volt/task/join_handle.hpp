@@ -1,0 +1,156 @@
+// volt/task/join_handle.hpp: JoinHandle<T>, the owner's view of a spawned task.
+//
+// Returned by volt::spawn / Runtime::spawn / Handle::spawn.
+//
+// Guarantees:
+//  - `co_await handle` (inside a task) suspends until the task completes and
+//    returns its value, rethrows the exception that escaped it, or throws
+//    volt::Error with errc::cancelled (aborted) or errc::runtime_shutdown (the
+//    runtime shut down first). The handle is consumed: awaiting it again, or
+//    awaiting a moved-from handle, throws volt::Error(errc::invalid_handle).
+//    Waiting allocates nothing. If the awaiting task is itself aborted, the
+//    wait is withdrawn and the handle stays usable.
+//  - `join()` does the same from a thread outside the runtime, blocking it;
+//    on a runtime thread it throws volt::Error(errc::blocking_in_runtime).
+//  - `abort()` asks the task to stop: its frame is destroyed at its next
+//    suspension point (or before it first runs), running the destructors of
+//    whatever it awaits, and the handle then reports errc::cancelled. Aborting
+//    a finished task does nothing.
+//  - Destroying the handle detaches the task; it keeps running.
+//  - Every operation may be called from any thread; a handle itself is not
+//    synchronised (one owner at a time).
+//
+// Example:
+//
+//   auto handle = volt::spawn(compute(7));
+//   int value = co_await handle;   // or handle.join() outside the runtime
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "volt/detail/task_cell.hpp"
+#include "volt/detail/task_header.hpp"
+#include "volt/error.hpp"
+
+namespace volt {
+
+namespace detail {
+// Type-independent JoinHandle operations (src/task/join.cpp).
+void join_handle_drop(TaskHeader* task) noexcept;
+// Registers `waker` as the join waiter. Returns false if `task` has completed
+// (the caller must not wait).
+bool join_handle_register(TaskHeader* task, Waker waker);
+void join_handle_withdraw(TaskHeader* task) noexcept;
+void join_handle_abort(TaskHeader* task) noexcept;
+void join_handle_block(TaskHeader* task);
+// Consumes a cooperative-budget unit; false when the poll's budget is spent.
+bool coop_try_consume() noexcept;
+// Suspends the current task for one trip through its scheduler's queue.
+void yield_current(std::coroutine_handle<> suspended);
+}  // namespace detail
+
+template <class T>
+class [[nodiscard]] JoinHandle {
+ public:
+  JoinHandle() noexcept = default;
+  explicit JoinHandle(detail::TaskHeader* task) noexcept : task_(task) {}
+  JoinHandle(JoinHandle&& other) noexcept : task_(std::exchange(other.task_, nullptr)) {}
+  JoinHandle& operator=(JoinHandle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      task_ = std::exchange(other.task_, nullptr);
+    }
+    return *this;
+  }
+  JoinHandle(const JoinHandle&) = delete;
+  JoinHandle& operator=(const JoinHandle&) = delete;
+  ~JoinHandle() { reset(); }
+
+  // True while the handle refers to a task whose result has not been taken.
+  bool valid() const noexcept { return task_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+
+  // True once the task has completed (with a value, an exception or
+  // cancellation). False for an empty handle.
+  bool is_finished() const noexcept { return task_ && task_->state.load().is_complete(); }
+
+  // A process-unique id of the task (0 for an empty handle).
+  std::uint64_t id() const noexcept { return task_ ? task_->id : 0; }
+
+  void abort() noexcept {
+    if (task_) detail::join_handle_abort(task_);
+  }
+
+  // Blocks the calling (non-runtime) thread until the task completes.
+  T join() {
+    if (!task_) throw Error(errc::invalid_handle, "joining an empty JoinHandle");
+    detail::join_handle_block(task_);
+    return take();
+  }
+
+  class Awaiter {
+   public:
+    explicit Awaiter(JoinHandle& handle) noexcept : handle_(handle) {}
+    Awaiter(const Awaiter&) = delete;
+    Awaiter& operator=(const Awaiter&) = delete;
+    ~Awaiter() {
+      if (registered_) detail::join_handle_withdraw(handle_.task_);
+    }
+
+    bool await_ready() const noexcept {
+      if (!handle_.task_) return true;  // await_resume reports invalid_handle
+      return handle_.is_finished() && detail::coop_try_consume();
+    }
+    bool await_suspend(std::coroutine_handle<> self) {
+      if (!handle_.task_->state.load().is_complete()) {
+        detail::TaskHeader* current = detail::suspend_current(self, &is_complete, handle_.task_);
+        if (detail::join_handle_register(handle_.task_, detail::make_task_waker(current))) {
+          registered_ = true;
+          return true;
+        }
+        // Completed while registering: fall through to the ready path.
+      }
+      // Ready, but this poll's budget is spent: go round the queue once first.
+      if (detail::coop_try_consume()) return false;
+      detail::yield_current(self);
+      return true;
+    }
+    T await_resume() {
+      registered_ = false;  // completion consumed the registration (rule 3)
+      if (!handle_.task_) throw Error(errc::invalid_handle, "awaiting an empty JoinHandle");
+      return handle_.take();
+    }
+
+   private:
+    static bool is_complete(void* task) noexcept {
+      return static_cast<detail::TaskHeader*>(task)->state.load().is_complete();
+    }
+
+    JoinHandle& handle_;
+    bool registered_ = false;
+  };
+
+  Awaiter operator co_await() & noexcept { return Awaiter(*this); }
+  Awaiter operator co_await() && noexcept { return Awaiter(*this); }
+
+ private:
+  // Precondition: the task completed. Moves the outcome out, empties the handle.
+  T take() {
+    detail::TaskHeader* task = std::exchange(task_, nullptr);
+    auto& output = detail::TaskCell<T>::from(task)->output;
+    struct Release {
+      detail::TaskHeader* task;
+      ~Release() { detail::join_handle_drop(task); }
+    } release{task};
+    return output.get();
+  }
+
+  void reset() noexcept {
+    if (task_) detail::join_handle_drop(std::exchange(task_, nullptr));
+  }
+
+  detail::TaskHeader* task_ = nullptr;
+};
+
+}  // namespace volt

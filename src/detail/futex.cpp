@@ -1,0 +1,24 @@
+#include "volt/detail/futex.hpp"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace volt::detail {
+
+// std::atomic<uint32_t> is layout-compatible with uint32_t on every target we
+// build for; the kernel only ever sees the address.
+static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
+
+void futex_wait(const std::atomic<std::uint32_t>* word, std::uint32_t expected) noexcept {
+  // FUTEX_PRIVATE_FLAG: the word is never shared across processes.
+  ::syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected,
+            nullptr, nullptr, 0);
+}
+
+void futex_wake(const std::atomic<std::uint32_t>* word, int count) noexcept {
+  ::syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, count,
+            nullptr, nullptr, 0);
+}
+
+}  // namespace volt::detail

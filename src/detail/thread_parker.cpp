@@ -1,0 +1,66 @@
+#include "detail/thread_parker.hpp"
+
+#include "volt/detail/futex.hpp"
+
+namespace volt::detail {
+namespace {
+
+void* parker_clone(void* data) noexcept {
+  static_cast<ThreadParker*>(data)->retain();
+  return data;
+}
+void parker_wake(void* data) noexcept {
+  auto* parker = static_cast<ThreadParker*>(data);
+  parker->unpark();
+  parker->release();
+}
+void parker_wake_by_ref(void* data) noexcept { static_cast<ThreadParker*>(data)->unpark(); }
+void parker_drop(void* data) noexcept { static_cast<ThreadParker*>(data)->release(); }
+
+constexpr WakerVTable kParkerVTable{&parker_clone, &parker_wake, &parker_wake_by_ref,
+                                    &parker_drop};
+
+struct ThreadParkerOwner {
+  ThreadParker* parker = new ThreadParker();
+  ~ThreadParkerOwner() { parker->release(); }
+};
+
+}  // namespace
+
+ThreadParker& ThreadParker::current() {
+  thread_local ThreadParkerOwner owner;
+  return *owner.parker;
+}
+
+Waker ThreadParker::waker() noexcept {
+  retain();
+  return Waker(&kParkerVTable, this);
+}
+
+void ThreadParker::park() noexcept {
+  // acquire: pairs with the release swap in unpark(): what the waker published
+  // before waking us (a completed task's output) is visible after we return.
+  std::uint32_t expected = kNotified;
+  if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return;
+  expected = kEmpty;
+  if (!state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel)) {
+    state_.exchange(kEmpty, std::memory_order_acquire);  // was kNotified
+    return;
+  }
+  for (;;) {
+    futex_wait(&state_, kParked);
+    expected = kNotified;
+    if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return;
+  }
+}
+
+void ThreadParker::unpark() noexcept {
+  if (state_.exchange(kNotified, std::memory_order_release) == kParked) futex_wake(&state_, 1);
+}
+
+void ThreadParker::release() noexcept {
+  // acq_rel: the last release must see every other holder's use before delete.
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+}  // namespace volt::detail

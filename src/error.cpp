@@ -1,0 +1,35 @@
+#include "volt/error.hpp"
+
+namespace volt {
+namespace {
+
+class VoltCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "volt"; }
+  std::string message(int code) const override {
+    switch (static_cast<errc>(code)) {
+      case errc::cancelled:
+        return "task was cancelled";
+      case errc::runtime_shutdown:
+        return "runtime is shut down";
+      case errc::invalid_handle:
+        return "join handle is empty (moved from or already joined)";
+      case errc::blocking_in_runtime:
+        return "blocking call on a runtime thread";
+      case errc::no_runtime:
+        return "no volt runtime on this thread";
+      case errc::invalid_argument:
+        return "invalid argument";
+    }
+    return "unknown volt error";
+  }
+};
+
+}  // namespace
+
+const std::error_category& volt_category() noexcept {
+  static const VoltCategory category;
+  return category;
+}
+
+}  // namespace volt

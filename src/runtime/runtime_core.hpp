@@ -1,0 +1,40 @@
+// RuntimeCore: what a Runtime and its Handles share, whatever the flavour.
+//
+// Held by shared_ptr: the Runtime, every Handle, and every worker thread hold
+// it, so a worker that outlives shutdown_timeout() (stuck in a long poll) keeps
+// the scheduler alive until it exits.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "volt/detail/task_header.hpp"
+#include "volt/runtime/stats.hpp"
+
+namespace volt::detail {
+
+struct RuntimeConfig {
+  bool current_thread = false;
+  std::uint32_t worker_threads = 1;
+  std::string thread_name;
+  std::function<void()> on_thread_start;
+  std::function<void()> on_thread_stop;
+};
+
+class RuntimeCore : public Scheduler, public std::enable_shared_from_this<RuntimeCore> {
+ public:
+  // Starts the threads (needs shared_from_this, so not in the constructor).
+  virtual void start() = 0;
+  // Idempotent. Stops the threads (waiting at most `timeout` for each) and
+  // cancels every remaining task.
+  virtual void shutdown(std::chrono::nanoseconds timeout) noexcept = 0;
+  virtual RuntimeStats stats() const = 0;
+};
+
+std::shared_ptr<RuntimeCore> make_multi_thread_core(RuntimeConfig config);
+std::shared_ptr<RuntimeCore> make_current_thread_core(RuntimeConfig config);
+
+}  // namespace volt::detail

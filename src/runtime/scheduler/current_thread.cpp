@@ -1,0 +1,180 @@
+#include "runtime/scheduler/current_thread.hpp"
+
+#include <algorithm>
+
+#include "volt/task/join_handle.hpp"
+
+namespace volt::detail {
+
+CurrentThreadScheduler::CurrentThreadScheduler(RuntimeConfig config) : config_(std::move(config)) {}
+
+CurrentThreadScheduler::~CurrentThreadScheduler() = default;
+
+void CurrentThreadScheduler::spawn(TaskHeader* task) noexcept {
+  task->scheduler = this;
+  if (!owned_.bind(task)) {
+    (void)task->state.ref_dec();  // the unused owned-list reference; see multi_thread.cpp
+    shutdown_task(task);
+    return;
+  }
+  schedule(task);
+}
+
+void CurrentThreadScheduler::schedule(TaskHeader* task) noexcept {
+  ThreadContext& ctx = tls_context;
+  if (ctx.scheduler == this && ctx.worker == this) {
+    push_local(task);
+    return;
+  }
+  if (!inject_.push(task)) {
+    task->drop_reference();  // shut down
+    return;
+  }
+  // The pusher's side of the handshake in current_thread.hpp.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (parking_.load(std::memory_order_relaxed)) driver_.unpark();
+}
+
+void CurrentThreadScheduler::push_local(TaskHeader* task) noexcept {
+  task->queue_next = nullptr;
+  if (local_tail_) {
+    local_tail_->queue_next = task;
+  } else {
+    local_head_ = task;
+  }
+  local_tail_ = task;
+}
+
+TaskHeader* CurrentThreadScheduler::pop_local() noexcept {
+  TaskHeader* task = local_head_;
+  if (task) {
+    local_head_ = task->queue_next;
+    if (!local_head_) local_tail_ = nullptr;
+  }
+  return task;
+}
+
+TaskHeader* CurrentThreadScheduler::next_task() noexcept {
+  if (++tick_ % kInjectInterval == 0) {
+    if (TaskHeader* task = inject_.pop()) return task;
+  }
+  if (TaskHeader* task = pop_local()) return task;
+  return inject_.pop();
+}
+
+void CurrentThreadScheduler::drive_until_complete(TaskHeader* target) noexcept {
+  ThreadContext saved = tls_context;
+  tls_context.scheduler = this;
+  tls_context.worker = this;
+  while (!target->state.load().is_complete() && !is_shutting_down()) {
+    if (TaskHeader* task = next_task()) {
+      polled_.fetch_add(1, std::memory_order_relaxed);
+      poll_task(task);
+      continue;
+    }
+    // Nothing runnable: sleep in the driver until a remote wake-up.
+    parking_.store(true, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (inject_.is_empty() && !is_shutting_down()) {
+      parks_.fetch_add(1, std::memory_order_relaxed);
+      driver_.park(-1);
+    }
+    parking_.store(false, std::memory_order_relaxed);
+  }
+  tls_context = saved;
+}
+
+void CurrentThreadScheduler::block_until_complete(TaskHeader* task) {
+  ThreadParker& parker = ThreadParker::current();
+  if (!join_handle_register(task, parker.waker())) return;  // already complete
+  auto drive = [&] {
+    drive_until_complete(task);
+    // Shut down while we drove: the queues are ours to release.
+    if (is_shutting_down()) drain_queues();
+    release_core();
+  };
+  for (;;) {
+    if (task->state.load().is_complete()) return;
+    // During shutdown nobody drives: shutdown() cancels the task, which wakes us.
+    if (!is_shutting_down() && core_mutex_.try_lock()) {
+      drive();
+      continue;
+    }
+    {
+      std::lock_guard lock(waiters_mutex_);
+      parker.retain();
+      waiters_.push_back(&parker);
+    }
+    // The holder may have left between our try_lock and registering; if not,
+    // its release_core() finds us on the list and wakes us.
+    bool took_core = !is_shutting_down() && core_mutex_.try_lock();
+    if (!took_core && !task->state.load().is_complete()) parker.park();
+    {
+      std::lock_guard lock(waiters_mutex_);
+      auto it = std::find(waiters_.begin(), waiters_.end(), &parker);
+      if (it != waiters_.end()) {
+        waiters_.erase(it);
+        parker.release();
+      }
+    }
+    if (took_core) drive();
+  }
+}
+
+void CurrentThreadScheduler::release_core() noexcept {
+  core_mutex_.unlock();
+  std::vector<ThreadParker*> waiters;
+  {
+    std::lock_guard lock(waiters_mutex_);
+    waiters.swap(waiters_);
+  }
+  for (ThreadParker* waiter : waiters) {
+    waiter->unpark();
+    waiter->release();
+  }
+}
+
+void CurrentThreadScheduler::drain_queues() noexcept {
+  while (TaskHeader* task = pop_local()) task->drop_reference();
+  while (TaskHeader* task = inject_.pop()) task->drop_reference();
+}
+
+void CurrentThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
+  if (shutting_down_.exchange(true, std::memory_order_acq_rel)) return;
+  inject_.close();
+  driver_.unpark();
+  // Wait for a thread still driving (inside a poll) to leave the core.
+  bool have_core;
+  if (tls_context.scheduler == this && tls_context.worker == this) {
+    // Shut down from inside one of our tasks: this thread holds the core, and
+    // its drive loop releases the queues when it sees the flag.
+    have_core = false;
+  } else if (timeout >= std::chrono::hours(24 * 365)) {
+    core_mutex_.lock();  // "forever": now() + max would overflow
+    have_core = true;
+  } else {
+    have_core = core_mutex_.try_lock_for(timeout);
+  }
+  owned_.close_and_shutdown_all();
+  if (have_core) {
+    drain_queues();
+    release_core();
+  }
+}
+
+RuntimeStats CurrentThreadScheduler::stats() const {
+  RuntimeStats s;
+  s.num_workers = 1;
+  s.total_spawned = owned_.spawned();
+  s.live_tasks = owned_.live();
+  s.total_polled = polled_.load(std::memory_order_relaxed);
+  s.total_parked = parks_.load(std::memory_order_relaxed);
+  s.inject_queue_depth = inject_.len();
+  return s;
+}
+
+std::shared_ptr<RuntimeCore> make_current_thread_core(RuntimeConfig config) {
+  return std::make_shared<CurrentThreadScheduler>(std::move(config));
+}
+
+}  // namespace volt::detail

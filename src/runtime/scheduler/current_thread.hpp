@@ -1,0 +1,79 @@
+// CurrentThreadScheduler: the current-thread flavour (Tokio's
+// new_current_thread): no threads of its own; tasks run on the thread inside
+// block_on (the "core holder"), one at a time.
+//
+// - Run queue: a plain FIFO touched only by the core holder; wakes and spawns
+//   from the holder's own tasks go there without any atomic operation.
+// - Wakes and spawns from other threads go to an InjectQueue; the holder takes
+//   from it every kInjectInterval polls (fairness) and whenever its own queue
+//   is empty.
+// - When both are empty the holder blocks in the driver (epoll_wait). A remote
+//   pusher writes the eventfd only if the holder says it is parking
+//   (parking_), with a Dekker handshake: the holder stores parking_ = true,
+//   fences, re-checks the inject queue; the pusher pushes, fences, reads
+//   parking_. Either the holder sees the task or the pusher sees the flag.
+// - Several threads may call block_on at once: one holds the core (a mutex,
+//   try-locked), the others wait on their join handle; when the holder leaves
+//   it wakes them so that one of them takes over driving.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "detail/thread_parker.hpp"
+#include "io/driver.hpp"
+#include "runtime/runtime_core.hpp"
+#include "runtime/scheduler/inject_queue.hpp"
+#include "runtime/scheduler/owned_tasks.hpp"
+
+namespace volt::detail {
+
+class CurrentThreadScheduler final : public RuntimeCore {
+ public:
+  static constexpr std::uint32_t kInjectInterval = 31;  // Tokio's global_queue_interval default
+
+  explicit CurrentThreadScheduler(RuntimeConfig config);
+  ~CurrentThreadScheduler() override;
+
+  void spawn(TaskHeader* task) noexcept override;
+  void schedule(TaskHeader* task) noexcept override;
+  void schedule_yield(TaskHeader* task) noexcept override { schedule(task); }
+  bool release(TaskHeader* task) noexcept override { return owned_.remove(task); }
+  void block_until_complete(TaskHeader* task) override;
+  bool is_shutting_down() const noexcept override {
+    return shutting_down_.load(std::memory_order_acquire);  // pairs with shutdown()
+  }
+
+  void start() override {}
+  void shutdown(std::chrono::nanoseconds timeout) noexcept override;
+  RuntimeStats stats() const override;
+
+ private:
+  void drive_until_complete(TaskHeader* task) noexcept;
+  TaskHeader* next_task() noexcept;
+  void push_local(TaskHeader* task) noexcept;
+  TaskHeader* pop_local() noexcept;
+  void release_core() noexcept;
+  void drain_queues() noexcept;
+
+  RuntimeConfig config_;
+  Driver driver_;
+  InjectQueue inject_;
+  OwnedTasks owned_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> parking_{false};
+  std::atomic<std::uint64_t> polled_{0};  // statistics; relaxed
+  std::atomic<std::uint64_t> parks_{0};   // statistics; relaxed
+
+  // The core: whoever holds core_mutex_ drives the scheduler.
+  std::timed_mutex core_mutex_;
+  TaskHeader* local_head_ = nullptr;  // core holder only
+  TaskHeader* local_tail_ = nullptr;  // core holder only
+  std::uint32_t tick_ = 0;            // core holder only
+
+  std::mutex waiters_mutex_;
+  std::vector<ThreadParker*> waiters_;  // guarded by waiters_mutex_; each retained
+};
+
+}  // namespace volt::detail

@@ -1,0 +1,182 @@
+#include "runtime/scheduler/multi_thread.hpp"
+
+#include <pthread.h>
+
+#include <cstdio>
+
+#include "detail/thread_parker.hpp"
+#include "volt/task/join_handle.hpp"
+
+namespace volt::detail {
+
+MultiThreadScheduler::MultiThreadScheduler(RuntimeConfig config)
+    : config_(std::move(config)), idle_(config_.worker_threads) {
+  workers_.reserve(config_.worker_threads);
+  for (std::uint32_t i = 0; i < config_.worker_threads; ++i)
+    workers_.push_back(std::make_unique<Worker>(*this, i));
+}
+
+MultiThreadScheduler::~MultiThreadScheduler() {
+  // Reached only after shutdown() (the Runtime calls it) and after every
+  // worker thread dropped its reference, so no thread is left to join.
+  for (auto& worker : workers_) {
+    if (worker->thread().joinable()) worker->thread().detach();
+  }
+}
+
+void MultiThreadScheduler::start() {
+  for (std::uint32_t i = 0; i < workers_.size(); ++i) {
+    Worker* worker = workers_[i].get();
+    worker->thread() = std::thread([core = shared_from_this(), this, worker, i] {
+      std::string name = config_.thread_name + "-" + std::to_string(i);
+      if (name.size() > 15) name.resize(15);  // the kernel's limit
+      ::pthread_setname_np(::pthread_self(), name.c_str());
+      if (config_.on_thread_start) config_.on_thread_start();
+      worker->run();
+      if (config_.on_thread_stop) config_.on_thread_stop();
+      worker_exited();
+      // `core` may be the last reference: it goes when this lambda returns.
+    });
+  }
+}
+
+void MultiThreadScheduler::worker_exited() noexcept {
+  std::lock_guard lock(exit_mutex_);
+  ++workers_exited_;
+  exit_cv_.notify_all();
+}
+
+void MultiThreadScheduler::spawn(TaskHeader* task) noexcept {
+  task->scheduler = this;
+  if (!owned_.bind(task)) {
+    // Shut down. Of the three initial references, the owned list's is never
+    // used; shutdown_task consumes the queue entry's as the list's would be.
+    (void)task->state.ref_dec();  // not the last: the JoinHandle's remains
+    shutdown_task(task);
+    return;
+  }
+  schedule_task(task, false);
+}
+
+void MultiThreadScheduler::schedule(TaskHeader* task) noexcept { schedule_task(task, false); }
+
+void MultiThreadScheduler::schedule_yield(TaskHeader* task) noexcept { schedule_task(task, true); }
+
+void MultiThreadScheduler::schedule_task(TaskHeader* task, bool is_yield) noexcept {
+  ThreadContext& ctx = tls_context;
+  if (ctx.scheduler == this && ctx.worker) {
+    static_cast<Worker*>(ctx.worker)->schedule_local(task, is_yield);
+  } else {
+    schedule_remote(task);
+  }
+}
+
+void MultiThreadScheduler::schedule_remote(TaskHeader* task) noexcept {
+  if (!inject_.push(task)) {
+    task->drop_reference();  // shut down: nobody will run it
+    return;
+  }
+  remote_schedules_.fetch_add(1, std::memory_order_relaxed);
+  notify_parked();
+}
+
+void MultiThreadScheduler::notify_parked() noexcept {
+  if (auto index = idle_.worker_to_notify()) workers_[*index]->parker().unpark(driver_);
+}
+
+bool MultiThreadScheduler::has_pending_work() const noexcept {
+  if (!inject_.is_empty()) return true;
+  for (auto& worker : workers_) {
+    if (worker->queue().has_stealable()) return true;
+  }
+  return false;
+}
+
+void MultiThreadScheduler::block_until_complete(TaskHeader* task) {
+  ThreadParker& parker = ThreadParker::current();
+  if (!join_handle_register(task, parker.waker())) return;  // already complete
+  while (!task->state.load().is_complete()) {
+    // Seed: a blocked outside thread helps by running tasks from the inject
+    // queue. We help only while every worker is busy (none asleep or
+    // searching): otherwise a worker is about to take the task and running
+    // it here would only move it off the workers' LIFO/local fast paths.
+    if (idle_.num_searching() == 0 && idle_.num_unparked() == num_workers()) {
+      if (TaskHeader* queued = inject_.pop()) {
+        tls_context.scheduler = this;
+        poll_task(queued);
+        tls_context.scheduler = nullptr;
+        continue;
+      }
+    }
+    parker.park();
+  }
+}
+
+void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
+  {
+    std::lock_guard lock(exit_mutex_);
+    if (shutdown_done_) return;
+    shutdown_done_ = true;
+  }
+  // release: pairs with the acquire in is_shutting_down().
+  shutting_down_.store(true, std::memory_order_release);
+  inject_.close();
+  for (auto& worker : workers_) worker->parker().unpark(driver_);
+
+  const bool on_own_worker = tls_context.scheduler == this && tls_context.worker;
+  const std::uint32_t expected = num_workers() - (on_own_worker ? 1 : 0);
+  bool all_exited;
+  {
+    std::unique_lock lock(exit_mutex_);
+    auto exited = [&] { return workers_exited_ >= expected; };
+    if (timeout >= std::chrono::hours(24 * 365)) {
+      exit_cv_.wait(lock, exited);  // "forever": now() + max would overflow
+      all_exited = true;
+    } else {
+      all_exited = exit_cv_.wait_for(lock, timeout, exited);
+    }
+  }
+  for (auto& worker : workers_) {
+    std::thread& thread = worker->thread();
+    if (!thread.joinable()) continue;
+    if (thread.get_id() == std::this_thread::get_id()) {
+      thread.detach();  // shut down from inside a task: we cannot join ourselves
+    } else if (all_exited) {
+      thread.join();
+    } else {
+      thread.detach();  // stuck in a poll; it cleans up after itself on exit
+    }
+  }
+  owned_.close_and_shutdown_all();
+  std::size_t popped;
+  while (TaskHeader* task = inject_.pop_batch(64, &popped)) {
+    while (task) {
+      TaskHeader* next = task->queue_next;
+      task->drop_reference();
+      task = next;
+    }
+  }
+}
+
+RuntimeStats MultiThreadScheduler::stats() const {
+  RuntimeStats s;
+  s.num_workers = workers_.size();
+  s.total_spawned = owned_.spawned();
+  s.live_tasks = owned_.live();
+  s.remote_schedules = remote_schedules_.load(std::memory_order_relaxed);
+  s.inject_queue_depth = inject_.len();
+  for (const auto& worker : workers_) {
+    WorkerStats w = worker->stats();
+    s.total_polled += w.tasks_polled;
+    s.total_stolen += w.tasks_stolen;
+    s.total_parked += w.times_parked;
+    s.workers.push_back(w);
+  }
+  return s;
+}
+
+std::shared_ptr<RuntimeCore> make_multi_thread_core(RuntimeConfig config) {
+  return std::make_shared<MultiThreadScheduler>(std::move(config));
+}
+
+}  // namespace volt::detail

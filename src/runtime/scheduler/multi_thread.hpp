@@ -1,0 +1,92 @@
+// MultiThreadScheduler: the work-stealing scheduler (seed scheduler.txt),
+// owner of the workers, the inject queue, the idle set, the owned-task list
+// and the driver. Worker-local policy lives in worker.hpp; this file routes
+// tasks to queues and runs start-up and shutdown.
+//
+// Routing a runnable task:
+//   - on one of our workers (TLS), not parking: that worker's LIFO slot (a
+//     wake or spawn) or the back of its local queue (a yield);
+//   - anywhere else: the inject queue, then wake a sleeper if nobody searches.
+//
+// Shutdown (shutdown()):
+//   1. set shutting_down_, close the inject queue (later pushes release their
+//      task instead), unpark every worker;
+//   2. each worker finishes its current poll, leaves its loop and releases the
+//      references its LIFO slot and local queue hold;
+//   3. once the workers have exited (or the timeout passed), close the owned
+//      list and cancel every task on it: idle tasks are claimed and their
+//      frames destroyed here; a task still running on a stuck worker is
+//      marked cancelled and its worker destroys it when the poll returns;
+//   4. release whatever is left in the inject queue.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "io/driver.hpp"
+#include "runtime/runtime_core.hpp"
+#include "runtime/scheduler/idle_set.hpp"
+#include "runtime/scheduler/inject_queue.hpp"
+#include "runtime/scheduler/owned_tasks.hpp"
+#include "runtime/scheduler/worker.hpp"
+
+namespace volt::detail {
+
+class MultiThreadScheduler final : public RuntimeCore {
+ public:
+  explicit MultiThreadScheduler(RuntimeConfig config);
+  ~MultiThreadScheduler() override;
+
+  // Scheduler
+  void spawn(TaskHeader* task) noexcept override;
+  void schedule(TaskHeader* task) noexcept override;
+  void schedule_yield(TaskHeader* task) noexcept override;
+  bool release(TaskHeader* task) noexcept override { return owned_.remove(task); }
+  void block_until_complete(TaskHeader* task) override;
+  bool is_shutting_down() const noexcept override {
+    // acquire: pairs with the release in shutdown(); workers leaving their
+    // loop see everything shutdown() did before setting the flag.
+    return shutting_down_.load(std::memory_order_acquire);
+  }
+
+  // RuntimeCore
+  void start() override;
+  void shutdown(std::chrono::nanoseconds timeout) noexcept override;
+  RuntimeStats stats() const override;
+
+  // For workers.
+  void schedule_remote(TaskHeader* task) noexcept;
+  void notify_parked() noexcept;
+  // True if any queue holds work a searcher could take (the last searcher's
+  // re-check before it sleeps).
+  bool has_pending_work() const noexcept;
+  InjectQueue& inject() noexcept { return inject_; }
+  IdleSet& idle() noexcept { return idle_; }
+  Driver& driver() noexcept { return driver_; }
+  std::vector<std::unique_ptr<Worker>>& workers() noexcept { return workers_; }
+  std::uint32_t num_workers() const noexcept { return static_cast<std::uint32_t>(workers_.size()); }
+  const RuntimeConfig& config() const noexcept { return config_; }
+  void worker_exited() noexcept;
+
+ private:
+  void schedule_task(TaskHeader* task, bool is_yield) noexcept;
+
+  RuntimeConfig config_;
+  Driver driver_;
+  InjectQueue inject_;
+  IdleSet idle_;
+  OwnedTasks owned_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<std::uint64_t> remote_schedules_{0};  // statistics; relaxed
+
+  std::mutex exit_mutex_;
+  std::condition_variable exit_cv_;
+  std::uint32_t workers_exited_ = 0;  // guarded by exit_mutex_
+  bool shutdown_done_ = false;        // guarded by exit_mutex_
+};
+
+}  // namespace volt::detail

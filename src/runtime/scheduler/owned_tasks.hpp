@@ -1,0 +1,56 @@
+// OwnedTasks: every live task of one runtime, so that shutdown can cancel the
+// ones that no queue holds (waiting on something that will never happen).
+//
+// The seed's reference implementation has no such list and leaks every idle
+// task at shutdown. Here each task is linked in at spawn (bind) and unlinked
+// when it completes (remove), each holding one reference while linked.
+//
+// Sharded intrusive doubly-linked lists (links in TaskHeader) with one mutex
+// per shard, the shard chosen by task id, so that spawns and completions on
+// different workers rarely meet on a lock. close() refuses further binds;
+// close_and_shutdown_all() takes every task off and hands it to shutdown_task.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "volt/detail/task_header.hpp"
+
+namespace volt::detail {
+
+class OwnedTasks {
+ public:
+  OwnedTasks() = default;
+  OwnedTasks(const OwnedTasks&) = delete;
+  OwnedTasks& operator=(const OwnedTasks&) = delete;
+
+  // Assigns the task its id and links it. False if closed (not linked).
+  [[nodiscard]] bool bind(TaskHeader* task) noexcept;
+  // True if the task was linked (the caller drops the list's reference).
+  [[nodiscard]] bool remove(TaskHeader* task) noexcept;
+  // Refuses further binds, then unlinks every task and calls shutdown_task on
+  // it (handing over the list's reference).
+  void close_and_shutdown_all() noexcept;
+
+  // relaxed: statistics only.
+  std::uint64_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
+  std::uint64_t spawned() const noexcept { return next_id_.load(std::memory_order_relaxed) - 1; }
+
+ private:
+  static constexpr std::size_t kShards = 32;  // a guess: > workers on common machines
+  struct alignas(64) Shard {
+    std::mutex mutex;
+    TaskHeader* head = nullptr;  // guarded by mutex
+    bool closed = false;         // guarded by mutex
+  };
+  Shard& shard_of(const TaskHeader* task) noexcept { return shards_[task->id % kShards]; }
+
+  std::array<Shard, kShards> shards_;
+  // relaxed: ids only need to be unique, not ordered with anything.
+  alignas(64) std::atomic<std::uint64_t> next_id_{1};
+  std::atomic<std::uint64_t> live_{0};
+};
+
+}  // namespace volt::detail

@@ -1,0 +1,62 @@
+#include "runtime/scheduler/parker.hpp"
+
+#include "volt/detail/futex.hpp"
+
+namespace volt::detail {
+
+bool Parker::park(Driver& driver, int timeout_ms) noexcept {
+  // acquire: pairs with the release swap in unpark(), so whatever the waker
+  // published (queued tasks, claim of this worker) is visible once we return.
+  std::uint32_t expected = kNotified;
+  if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return false;
+  if (driver.try_acquire()) {
+    park_on_driver(driver, timeout_ms);
+    driver.release();
+    return true;
+  }
+  park_on_futex();
+  return false;
+}
+
+void Parker::park_on_futex() noexcept {
+  std::uint32_t expected = kEmpty;
+  if (!state_.compare_exchange_strong(expected, kParkedFutex, std::memory_order_acq_rel)) {
+    // Only unpark() changes the state under us: it is kNotified. Consume it.
+    state_.exchange(kEmpty, std::memory_order_acquire);
+    return;
+  }
+  for (;;) {
+    futex_wait(&state_, kParkedFutex);
+    expected = kNotified;
+    if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return;
+    // Spurious futex return: still kParkedFutex, sleep again.
+  }
+}
+
+void Parker::park_on_driver(Driver& driver, int timeout_ms) noexcept {
+  std::uint32_t expected = kEmpty;
+  if (!state_.compare_exchange_strong(expected, kParkedDriver, std::memory_order_acq_rel)) {
+    state_.exchange(kEmpty, std::memory_order_acquire);
+    return;
+  }
+  driver.park(timeout_ms);
+  // Woken by unpark (kNotified), by an event or the timeout (kParkedDriver):
+  // either way we are awake now and consume any pending notification.
+  state_.exchange(kEmpty, std::memory_order_acquire);
+}
+
+void Parker::unpark(Driver& driver) noexcept {
+  // release: pairs with the acquire in park(); see there.
+  switch (state_.exchange(kNotified, std::memory_order_release)) {
+    case kParkedFutex:
+      futex_wake(&state_, 1);
+      break;
+    case kParkedDriver:
+      driver.unpark();
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace volt::detail

@@ -1,0 +1,42 @@
+// Parker: how one worker sleeps and is woken.
+//
+// State machine (one atomic word):
+//   kEmpty        awake, no pending notification
+//   kParkedFutex  asleep in futex_wait on the word
+//   kParkedDriver asleep in the driver (epoll_wait), as the driver's holder
+//   kNotified     a wake-up is pending; the next park() consumes it at once
+//
+//   park:   kNotified -> kEmpty (return at once)
+//           kEmpty -> kParkedDriver (if the driver could be acquired) or
+//           kParkedFutex, sleep, then swap to kEmpty
+//   unpark: swap to kNotified; if the previous state was a parked one, wake
+//           that sleeper (futex_wake, or the driver's eventfd)
+// unpark uses an unconditional swap rather than a CAS so it never loops and
+// never misses a concurrent park: whatever the state was, kNotified is left
+// behind for the parker to consume, and the previous value says how to wake.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "io/driver.hpp"
+
+namespace volt::detail {
+
+class Parker {
+ public:
+  // Sleeps until unpark() (spurious returns are possible; callers re-check).
+  // If the driver is free, sleeps in it; `timeout_ms` bounds that sleep (the
+  // next timer deadline; -1 for none). Returns true if it held the driver.
+  bool park(Driver& driver, int timeout_ms) noexcept;
+  void unpark(Driver& driver) noexcept;
+
+ private:
+  enum : std::uint32_t { kEmpty = 0, kParkedFutex = 1, kParkedDriver = 2, kNotified = 3 };
+  void park_on_futex() noexcept;
+  void park_on_driver(Driver& driver, int timeout_ms) noexcept;
+
+  std::atomic<std::uint32_t> state_{kEmpty};
+};
+
+}  // namespace volt::detail

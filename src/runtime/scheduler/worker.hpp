@@ -1,0 +1,116 @@
+// Worker: one thread of the multi-thread scheduler and the state only it
+// touches (LIFO slot, tick, searching flag, adaptive interval), plus the two
+// parts other threads reach: its StealQueue (thieves) and its Parker (wakers).
+//
+// Finding work, in order (seed scheduler.txt, with Tokio's fairness check):
+//   0. every `global_interval` ticks, the inject queue first, so that a
+//      worker busy with its own tasks still serves remote spawns and wakes;
+//   1. the LIFO slot, at most kMaxLifoPolls times in a row, then its task is
+//      flushed to the back of the local queue (visible to FIFO order and to
+//      thieves);
+//   2. the local queue (FIFO);
+//   3. a batch from the inject queue (fair share: len / workers, 4..64);
+//   4. steal half of another worker's queue (as a searcher; at most half of
+//      the workers search), random start victim;
+//   5. the inject queue once more;
+//   6. park (see park()).
+// Deviation from the seed: inject batches go into the local StealQueue rather
+// than a separate 32-slot buffer, so tasks fetched in a batch stay stealable
+// by idle workers instead of waiting behind a busy one.
+//
+// Tunables: kMaxLifoPolls = 3 and the 128-poll maintenance period come from
+// the seed (and Tokio); the interval bounds 8..255 and 1 ms target come from
+// the seed's EWMA table.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+#include "runtime/scheduler/parker.hpp"
+#include "runtime/scheduler/steal_queue.hpp"
+#include "volt/detail/task_header.hpp"
+#include "volt/runtime/stats.hpp"
+
+namespace volt::detail {
+
+class MultiThreadScheduler;
+
+// A counter written by one thread and read by any: a relaxed load and store
+// instead of an atomic read-modify-write on the hot path.
+class OwnerCounter {
+ public:
+  void add(std::uint64_t n = 1) noexcept {
+    value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  std::uint64_t get() const noexcept { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> value_{0};
+};
+
+class Worker {
+ public:
+  static constexpr std::uint32_t kMaxLifoPolls = 3;
+  static constexpr std::uint32_t kMaintenanceInterval = 128;
+  static constexpr std::uint32_t kMinGlobalInterval = 8;
+  static constexpr std::uint32_t kMaxGlobalInterval = 255;
+  static constexpr std::uint32_t kMinInjectBatch = 4;
+  static constexpr std::uint32_t kMaxInjectBatch = 64;
+
+  Worker(MultiThreadScheduler& scheduler, std::uint32_t index);
+
+  // Thread body. Returns after shutdown, having released its queued tasks.
+  void run() noexcept;
+
+  // Owner thread only (the scheduler checks). A woken task goes to the LIFO
+  // slot (cache-hot, runs next); a yielded one to the back of the local queue.
+  void schedule_local(TaskHeader* task, bool is_yield) noexcept;
+
+  StealQueue& queue() noexcept { return queue_; }
+  Parker& parker() noexcept { return parker_; }
+  std::thread& thread() noexcept { return thread_; }
+  WorkerStats stats() const noexcept;
+
+ private:
+  TaskHeader* next_task() noexcept;
+  TaskHeader* next_from_inject() noexcept;
+  TaskHeader* steal_work() noexcept;
+  void run_task(TaskHeader* task) noexcept;
+  void maintenance() noexcept;
+  void park() noexcept;
+  void release_queued_tasks() noexcept;
+  std::uint32_t next_random() noexcept;
+
+  MultiThreadScheduler& scheduler_;
+  const std::uint32_t index_;
+
+  // Reached by thieves and wakers; on their own cache lines (inside).
+  StealQueue queue_;
+  alignas(64) Parker parker_;
+
+  // Owner thread only.
+  alignas(64) TaskHeader* lifo_ = nullptr;
+  std::uint32_t lifo_polls_ = 0;
+  std::uint32_t tick_ = 0;
+  std::uint32_t polls_since_maintenance_ = 0;
+  std::uint32_t global_interval_ = 20;  // the seed's default (50 us tasks)
+  double avg_task_ns_ = 50'000.0;
+  std::uint64_t batch_start_ns_ = 0;
+  std::uint64_t rng_;
+  bool is_searching_ = false;
+  // Set while the worker is going to sleep or asleep: wake-ups issued on this
+  // thread then (by the driver) go to the inject queue, where other workers can
+  // see them, instead of into a LIFO slot nobody is about to run. Only this
+  // thread reads or writes it (the seed makes it atomic because its
+  // spawnFromWorker may target another worker; ours never does).
+  bool transitioning_to_park_ = false;
+
+  // Written by the owner, read by stats().
+  OwnerCounter polled_, lifo_hits_, steal_ops_, stolen_, parks_, batches_, overflows_;
+  std::atomic<std::uint32_t> published_interval_{20};
+
+  std::thread thread_;
+};
+
+}  // namespace volt::detail

@@ -1,0 +1,198 @@
+// Harness: the type-independent steps of polling, completing, cancelling and
+// joining a spawned task (the state machine lives in task_state.hpp; this file
+// is the code that acts on each transition's outcome).
+//
+// One poll:
+//   1. transition_to_running. Cancelled (aborted while queued) -> step 5.
+//   2. Install the task as this thread's current task, refill the cooperative
+//      budget, and, if the suspended leaf's readiness test passes (or it has
+//      none), resume the innermost suspended coroutine (resume_point).
+//   3. Root frame done -> move the outcome into the output slot, destroy the
+//      frame, complete (step 6).
+//   4. Otherwise transition_to_idle: woken during the poll -> back to the queue
+//      (behind the work there, as a yield); cancelled during the poll -> 5.
+//   5. Cancel: destroy the frame where it is suspended, record the reason.
+//   6. Complete: publish kComplete, wake the join waiter or drop the output if
+//      nobody will read it, leave the owned list, drop the poll's references.
+#include <cassert>
+
+#include "volt/detail/task_cell.hpp"
+#include "volt/detail/task_header.hpp"
+#include "volt/task/join_handle.hpp"
+
+namespace volt::detail {
+
+thread_local ThreadContext tls_context{};
+
+namespace {
+
+void* task_waker_clone(void* data) noexcept {
+  static_cast<TaskHeader*>(data)->state.ref_inc();
+  return data;
+}
+void task_waker_wake(void* data) noexcept { static_cast<TaskHeader*>(data)->wake_by_val(); }
+void task_waker_wake_by_ref(void* data) noexcept { static_cast<TaskHeader*>(data)->wake_by_ref(); }
+void task_waker_drop(void* data) noexcept { static_cast<TaskHeader*>(data)->drop_reference(); }
+
+// Step 6. The caller holds `refs` references that end with this poll: the
+// poll's own, plus the owned list's when the caller took the task off the list.
+void complete(TaskHeader* task, TaskState::Word refs) noexcept {
+  TaskState::Snapshot snapshot = task->state.transition_to_complete();
+  if (!snapshot.is_join_interested()) {
+    // No JoinHandle will read the output; destroying it is our job.
+    task->vtable->drop_output(task);
+  } else if (snapshot.is_join_waker_set()) {
+    task->join_waker.wake_by_ref();
+    // Hand the waker back to the JoinHandle side; if the handle was dropped
+    // meanwhile, it left the waker to us (rule 3 in task_state.hpp).
+    if (!task->state.unset_waker_after_complete().is_join_interested()) task->join_waker.reset();
+  }
+  if (task->scheduler->release(task)) ++refs;
+  if (task->state.transition_to_terminal(refs)) task->vtable->dealloc(task);
+}
+
+errc cancel_reason(TaskHeader* task) noexcept {
+  return task->scheduler->is_shutting_down() ? errc::runtime_shutdown : errc::cancelled;
+}
+
+class CurrentTaskScope {
+ public:
+  explicit CurrentTaskScope(TaskHeader* task) noexcept
+      : saved_task_(tls_context.current_task), saved_budget_(tls_context.budget) {
+    tls_context.current_task = task;
+    tls_context.budget = kCoopBudget;
+  }
+  ~CurrentTaskScope() {
+    tls_context.current_task = saved_task_;
+    tls_context.budget = saved_budget_;
+  }
+
+ private:
+  TaskHeader* saved_task_;
+  int saved_budget_;
+};
+
+}  // namespace
+
+const WakerVTable kTaskWakerVTable{&task_waker_clone, &task_waker_wake, &task_waker_wake_by_ref,
+                                   &task_waker_drop};
+
+void poll_task(TaskHeader* task) noexcept {
+  switch (task->state.transition_to_running()) {
+    case TaskState::ToRunning::kSuccess:
+      break;
+    case TaskState::ToRunning::kCancelled:
+      task->vtable->cancel(task, cancel_reason(task));
+      complete(task, 1);
+      return;
+    case TaskState::ToRunning::kFailed:
+      return;
+    case TaskState::ToRunning::kDealloc:
+      task->vtable->dealloc(task);
+      return;
+  }
+
+  {
+    CurrentTaskScope scope(task);
+    if (!task->resume_check || task->resume_check(task->resume_context)) {
+      task->resume_check = nullptr;
+      task->resume_point.resume();
+    }
+  }
+
+  if (task->root.done()) {
+    task->vtable->finish(task);
+    complete(task, 1);
+    return;
+  }
+  switch (task->state.transition_to_idle()) {
+    case TaskState::ToIdle::kOk:
+      return;
+    case TaskState::ToIdle::kOkNotified:
+      task->scheduler->schedule_yield(task);
+      return;
+    case TaskState::ToIdle::kOkDealloc:
+      task->vtable->dealloc(task);
+      return;
+    case TaskState::ToIdle::kCancelled:
+      task->vtable->cancel(task, cancel_reason(task));
+      complete(task, 1);
+      return;
+  }
+}
+
+void shutdown_task(TaskHeader* task) noexcept {
+  // The caller took the task off the owned list and hands us that reference.
+  if (task->state.transition_to_shutdown()) {
+    task->vtable->cancel(task, errc::runtime_shutdown);
+    complete(task, 1);
+  } else {
+    // Running (its poller cancels it when the poll ends) or already complete.
+    task->drop_reference();
+  }
+}
+
+TaskHeader* current_task_or_throw() {
+  TaskHeader* task = tls_context.current_task;
+  if (!task) throw Error(errc::no_runtime, "awaiting a runtime operation outside a runtime task");
+  return task;
+}
+
+bool coop_try_consume() noexcept {
+  // Outside a task (no budget installed) there is nothing to be fair to.
+  if (!tls_context.current_task) return true;
+  if (tls_context.budget <= 0) return false;
+  --tls_context.budget;
+  return true;
+}
+
+void yield_current(std::coroutine_handle<> suspended) {
+  TaskHeader* task = suspend_current(suspended);
+  // We hold kRunning: this only sets kNotified, and the end of the poll
+  // re-queues the task through schedule_yield (behind queued work).
+  task->wake_by_ref();
+}
+
+// ---- JoinHandle operations ----
+
+void join_handle_drop(TaskHeader* task) noexcept {
+  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
+  if (dropped.drop_output) task->vtable->drop_output(task);
+  if (dropped.drop_waker) task->join_waker.reset();
+  task->drop_reference();
+}
+
+bool join_handle_register(TaskHeader* task, Waker waker) {
+  TaskState::Snapshot snapshot = task->state.load();
+  if (snapshot.is_join_waker_set()) {
+    // A wait withdrawn by an aborted awaiter left a waker; take it back first.
+    if (!task->state.unset_join_waker()) return false;  // completed meanwhile
+  }
+  task->join_waker = std::move(waker);  // drops any waker left from before
+  if (task->state.set_join_waker()) return true;
+  task->join_waker.reset();  // completed before we published: still ours
+  return false;
+}
+
+void join_handle_withdraw(TaskHeader* task) noexcept {
+  if (task->state.unset_join_waker()) {
+    task->join_waker.reset();
+    return;
+  }
+  // Completed. While kJoinWaker is still set the completing thread owns the
+  // waker; it hands it back (bit cleared) and the JoinHandle's destructor or
+  // its next wait releases it.
+  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
+}
+
+void join_handle_abort(TaskHeader* task) noexcept {
+  if (task->state.transition_to_notified_and_cancel()) task->scheduler->schedule(task);
+}
+
+void join_handle_block(TaskHeader* task) {
+  if (tls_context.scheduler)
+    throw Error(errc::blocking_in_runtime, "JoinHandle::join called on a runtime thread");
+  if (!task->state.load().is_complete()) task->scheduler->block_until_complete(task);
+}
+
+}  // namespace volt::detail
