@@ -8,3 +8,4 @@
 #include "volt/task/join_handle.hpp"
 #include "volt/task/task.hpp"
 #include "volt/task/yield_now.hpp"
+#include "volt/channel/oneshot.hpp"

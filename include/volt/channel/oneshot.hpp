@@ -1,0 +1,249 @@
+// volt/channel/oneshot.hpp: a channel for exactly one value.
+//
+//   auto [tx, rx] = volt::oneshot::channel<int>();
+//   volt::spawn(producer(std::move(tx)));      // ... tx.send(42);
+//   std::optional<int> v = co_await rx;         // nullopt: sender dropped
+//
+// Guarantees:
+//  - One allocation per channel (the shared state, from the recycling frame
+//    allocator: none in steady state); waiting allocates nothing.
+//  - send() never waits. It returns std::nullopt on success, or hands the
+//    value back if the receiver is already gone.
+//  - `co_await rx` waits for the value and returns it, or std::nullopt if the
+//    sender was dropped without sending. It may be awaited again after a
+//    cancelled wait (its task aborted); once it returned, it is consumed and
+//    further awaits return std::nullopt.
+//  - try_recv() never waits: the value if it is there (consuming it),
+//    otherwise std::nullopt; is_closed() then tells "sender gone" from "not yet".
+//  - Sender and Receiver may live on different threads; each is one owner's.
+//
+// Protocol (one atomic word, `state_`):
+//   kValueSet   the value slot is written (release by send)
+//   kTxClosed   the sender is gone (after sending or without sending)
+//   kRxClosed   the receiver is gone
+//   kRxWaker    rx_waker holds a waker and belongs to the sending side
+// The receiver writes rx_waker only while kRxWaker is clear and no value or
+// close has been published, then sets kRxWaker (release). The sender, after
+// publishing kValueSet / kTxClosed with an acq_rel RMW, wakes rx_waker by
+// reference iff the previous state had kRxWaker, and never writes it; the
+// waker is dropped with the shared state. Whoever drops the last of the two
+// references frees the state (and a value never received).
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <utility>
+
+#include "volt/detail/frame_allocator.hpp"
+#include "volt/detail/task_header.hpp"
+#include "volt/detail/waker.hpp"
+#include "volt/task/join_handle.hpp"
+
+namespace volt::oneshot {
+
+template <class T>
+class Sender;
+template <class T>
+class Receiver;
+
+namespace detail {
+
+template <class T>
+class Shared {
+ public:
+  static constexpr std::uint32_t kValueSet = 1;
+  static constexpr std::uint32_t kTxClosed = 2;
+  static constexpr std::uint32_t kRxClosed = 4;
+  static constexpr std::uint32_t kRxWaker = 8;
+
+  static Shared* create() {
+    return ::new (volt::detail::frame_allocate(sizeof(Shared))) Shared();
+  }
+  void release() noexcept {
+    // acq_rel: the last owner sees the other's writes (the value) before freeing.
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      this->~Shared();
+      volt::detail::frame_deallocate(this, sizeof(Shared));
+    }
+  }
+
+  std::optional<T> send(T&& value) {
+    ::new (static_cast<void*>(&storage_)) T(std::move(value));
+    // acq_rel: release publishes the value to the receiver's acquire; acquire
+    // makes the receiver's waker (written before its release of kRxWaker)
+    // visible to us.
+    std::uint32_t prev = state_.fetch_or(kValueSet | kTxClosed, std::memory_order_acq_rel);
+    if (prev & kRxClosed) {
+      // The receiver is gone and will never look: take the value back.
+      std::optional<T> back(std::move(*slot()));
+      slot()->~T();
+      state_.fetch_and(~kValueSet, std::memory_order_relaxed);  // nobody else reads it now
+      return back;
+    }
+    if (prev & kRxWaker) rx_waker_.wake_by_ref();
+    return std::nullopt;
+  }
+
+  void close_tx() noexcept {
+    std::uint32_t prev = state_.fetch_or(kTxClosed, std::memory_order_acq_rel);
+    if ((prev & kRxWaker) && !(prev & kTxClosed)) rx_waker_.wake_by_ref();
+  }
+
+  void close_rx() noexcept { state_.fetch_or(kRxClosed, std::memory_order_acq_rel); }
+
+  bool is_complete() const noexcept {
+    return state_.load(std::memory_order_acquire) & (kValueSet | kTxClosed);
+  }
+  bool is_tx_closed() const noexcept { return state_.load(std::memory_order_acquire) & kTxClosed; }
+  bool is_rx_closed() const noexcept { return state_.load(std::memory_order_acquire) & kRxClosed; }
+
+  // Receiver: takes the value if it is there.
+  std::optional<T> take() {
+    std::uint32_t s = state_.load(std::memory_order_acquire);
+    if (!(s & kValueSet) || taken_) return std::nullopt;
+    taken_ = true;
+    std::optional<T> value(std::move(*slot()));
+    return value;
+  }
+
+  // Receiver: publishes `waker`. False if the value or close came first.
+  bool register_waker(volt::detail::Waker waker) noexcept {
+    std::uint32_t s = state_.load(std::memory_order_acquire);
+    if (s & (kValueSet | kTxClosed)) return false;
+    if (s & kRxWaker) {
+      // Left by a withdrawn wait; reclaim it unless the sender is reading it.
+      if (!state_.compare_exchange_strong(s, s & ~kRxWaker, std::memory_order_acq_rel))
+        return false;  // the sender completed meanwhile
+    }
+    rx_waker_ = std::move(waker);
+    s = state_.load(std::memory_order_relaxed);
+    do {
+      if (s & (kValueSet | kTxClosed)) return false;
+      // release: the sender's acquire RMW sees the waker we just wrote.
+    } while (!state_.compare_exchange_weak(s, s | kRxWaker, std::memory_order_release,
+                                           std::memory_order_relaxed));
+    return true;
+  }
+
+ private:
+  Shared() = default;
+  ~Shared() {
+    if ((state_.load(std::memory_order_relaxed) & kValueSet)) slot()->~T();
+  }
+  T* slot() noexcept { return std::launder(reinterpret_cast<T*>(&storage_)); }
+
+  std::atomic<std::uint32_t> state_{0};
+  std::atomic<std::uint32_t> refs_{2};
+  bool taken_ = false;  // receiver only
+  volt::detail::Waker rx_waker_;
+  alignas(T) unsigned char storage_[sizeof(T)];
+};
+
+}  // namespace detail
+
+template <class T>
+class Sender {
+ public:
+  Sender() noexcept = default;
+  Sender(Sender&& o) noexcept : shared_(std::exchange(o.shared_, nullptr)) {}
+  Sender& operator=(Sender&& o) noexcept {
+    if (this != &o) {
+      reset();
+      shared_ = std::exchange(o.shared_, nullptr);
+    }
+    return *this;
+  }
+  ~Sender() { reset(); }
+
+  // Sends the value (consuming the sender). Returns std::nullopt on success,
+  // the value back if the receiver is gone or this sender is empty.
+  [[nodiscard("the value comes back if the receiver is gone")]] std::optional<T> send(T value) {
+    if (!shared_) return std::optional<T>(std::move(value));
+    auto* shared = std::exchange(shared_, nullptr);
+    std::optional<T> back = shared->send(std::move(value));
+    shared->release();
+    return back;
+  }
+  bool is_closed() const noexcept { return !shared_ || shared_->is_rx_closed(); }
+
+ private:
+  template <class U>
+  friend std::pair<Sender<U>, Receiver<U>> channel();
+  explicit Sender(detail::Shared<T>* s) noexcept : shared_(s) {}
+  void reset() noexcept {
+    if (auto* shared = std::exchange(shared_, nullptr)) {
+      shared->close_tx();
+      shared->release();
+    }
+  }
+  detail::Shared<T>* shared_ = nullptr;
+};
+
+template <class T>
+class Receiver {
+ public:
+  Receiver() noexcept = default;
+  Receiver(Receiver&& o) noexcept : shared_(std::exchange(o.shared_, nullptr)) {}
+  Receiver& operator=(Receiver&& o) noexcept {
+    if (this != &o) {
+      reset();
+      shared_ = std::exchange(o.shared_, nullptr);
+    }
+    return *this;
+  }
+  ~Receiver() { reset(); }
+
+  std::optional<T> try_recv() { return shared_ ? shared_->take() : std::nullopt; }
+  // True when no value can arrive any more (sender gone, or value taken).
+  bool is_closed() const noexcept { return !shared_ || shared_->is_tx_closed(); }
+
+  class Awaiter {
+   public:
+    explicit Awaiter(detail::Shared<T>* shared) noexcept : shared_(shared) {}
+    bool await_ready() const noexcept {
+      return !shared_ || (shared_->is_complete() && volt::detail::coop_try_consume());
+    }
+    bool await_suspend(std::coroutine_handle<> self) {
+      if (!shared_->is_complete()) {
+        volt::detail::TaskHeader* task =
+            volt::detail::suspend_current(self, &ready, shared_);
+        if (shared_->register_waker(volt::detail::make_task_waker(task))) return true;
+      }
+      if (volt::detail::coop_try_consume()) return false;
+      volt::detail::yield_current(self);
+      return true;
+    }
+    std::optional<T> await_resume() { return shared_ ? shared_->take() : std::nullopt; }
+
+   private:
+    static bool ready(void* shared) noexcept {
+      return static_cast<detail::Shared<T>*>(shared)->is_complete();
+    }
+    detail::Shared<T>* shared_;
+  };
+  Awaiter operator co_await() & noexcept { return Awaiter(shared_); }
+  Awaiter operator co_await() && noexcept { return Awaiter(shared_); }
+
+ private:
+  template <class U>
+  friend std::pair<Sender<U>, Receiver<U>> channel();
+  explicit Receiver(detail::Shared<T>* s) noexcept : shared_(s) {}
+  void reset() noexcept {
+    if (auto* shared = std::exchange(shared_, nullptr)) {
+      shared->close_rx();
+      shared->release();
+    }
+  }
+  detail::Shared<T>* shared_ = nullptr;
+};
+
+template <class T>
+std::pair<Sender<T>, Receiver<T>> channel() {
+  auto* shared = detail::Shared<T>::create();
+  return {Sender<T>(shared), Receiver<T>(shared)};
+}
+
+}  // namespace volt::oneshot
