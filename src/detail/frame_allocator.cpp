@@ -29,6 +29,8 @@
 #endif
 
 namespace volt::detail {
+
+#ifndef VOLT_FRAME_POOL_DISABLED
 namespace {
 
 constexpr std::size_t kNumClasses = kMaxPooledSize / kFrameSizeClass;
@@ -85,10 +87,10 @@ Depot& depot() {
   return *instance;
 }
 
-void free_list_to_heap(FreeBlock* block, std::size_t index) {
+void free_list_to_heap(FreeBlock* block) {
   while (block) {
     FreeBlock* next = block->next;
-    ::operator delete(static_cast<void*>(block), class_size(index));
+    ::operator delete(static_cast<void*>(block));
     block = next;
   }
 }
@@ -115,7 +117,7 @@ void flush_local_cache() {
       for (std::size_t n = 1; n < kBatch && tail->next; ++n) tail = tail->next;
       list = tail->next;
       tail->next = nullptr;
-      if (!depot().give(i, batch)) free_list_to_heap(batch, i);
+      if (!depot().give(i, batch)) free_list_to_heap(batch);
     }
   }
 }
@@ -151,15 +153,16 @@ void register_flush() {
   tls_cache.heads[index] = tail->next;
   tls_cache.counts[index] -= kBatch;
   tail->next = nullptr;
-  if (!depot().give(index, batch)) free_list_to_heap(batch, index);
+  if (!depot().give(index, batch)) free_list_to_heap(batch);
 }
 
 }  // namespace
+#endif
 
 #ifdef VOLT_FRAME_POOL_DISABLED
 
 void* frame_allocate(std::size_t size) { return ::operator new(size); }
-void frame_deallocate(void* block, std::size_t size) noexcept { ::operator delete(block, size); }
+void frame_deallocate(void* block, std::size_t) noexcept { ::operator delete(block); }
 
 #else
 
@@ -177,7 +180,7 @@ void* frame_allocate(std::size_t size) {
 
 void frame_deallocate(void* block, std::size_t size) noexcept {
   if (size > kMaxPooledSize || size == 0) {
-    ::operator delete(block, size);
+    ::operator delete(block);
     return;
   }
   const std::size_t index = class_index(size);
