@@ -1,0 +1,104 @@
+// bench/harness.hpp: what a tier's file needs to define its benchmarks (the
+// C++ counterpart of shared/bench/tokio/src/harness.rs).
+//
+// Each tier lives in its own file (scheduler.cpp, later sync_fast.cpp,
+// channels.cpp, ...) and defines one function returning its table of Bench
+// rows in the specification's order; main.cpp lists the tiers in order (see
+// kTiers there) and runs every row whose name matches --filter.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <volt/volt.hpp>
+
+#include "alloc_counter.hpp"
+
+namespace volt_bench {
+
+struct Config;
+struct Record;
+
+enum class Workload {
+  // Runs on the calling (main) thread; no runtime exists (tiers 1 and 2).
+  Plain,
+  // Each iteration runs as a task spawned on a multi-thread runtime with
+  // --workers workers (one runtime per benchmark, built before the warm-ups);
+  // the task opens and closes its own Meter; the main thread join()s it.
+  Task,
+  // Drives a multi-thread runtime from the calling thread, outside the runtime.
+  Outside,
+  // Not iterated: the benchmark measures itself once (http_plaintext).
+  Http,
+};
+
+using PlainFn = Sample (*)(std::uint64_t ops);
+using TaskFn = volt::Task<Sample> (*)(std::uint64_t ops);
+using OutsideFn = Sample (*)(volt::Runtime& runtime, std::uint64_t ops);
+using HttpFn = Record (*)(const Config& config);
+
+struct Bench {
+  std::string_view name;
+  // Ops of one iteration (before --quick divides them by 10).
+  std::uint64_t ops;
+  Workload workload;
+  PlainFn plain = nullptr;
+  TaskFn task = nullptr;
+  OutsideFn outside = nullptr;
+  HttpFn http = nullptr;
+};
+
+constexpr Bench plain_bench(std::string_view name, std::uint64_t ops, PlainFn fn) {
+  return {name, ops, Workload::Plain, fn, nullptr, nullptr, nullptr};
+}
+constexpr Bench task_bench(std::string_view name, std::uint64_t ops, TaskFn fn) {
+  return {name, ops, Workload::Task, nullptr, fn, nullptr, nullptr};
+}
+constexpr Bench outside_bench(std::string_view name, std::uint64_t ops, OutsideFn fn) {
+  return {name, ops, Workload::Outside, nullptr, nullptr, fn, nullptr};
+}
+constexpr Bench http_bench(std::string_view name, HttpFn fn) {
+  return {name, 0, Workload::Http, nullptr, nullptr, nullptr, fn};
+}
+
+struct Config {
+  std::size_t workers = 1;
+  std::string filter;  // run the benchmarks whose name contains it (empty: all)
+  std::size_t iters = 10;
+  std::size_t warmup = 5;
+  bool quick = false;
+  int port = -1;        // -1: a free loopback port
+  int serve_http = -1;  // -1: run the suite
+
+  // The ops of one iteration: the benchmark's own count, / 10 with --quick.
+  std::uint64_t scale(std::uint64_t ops) const { return quick ? ops / 10 : ops; }
+};
+
+// One line of output.
+struct Record {
+  std::string_view name;
+  bool rps = false;  // the figure is requests per second instead of ns_per_op
+  double figure = 0;
+  double allocs_per_op = 0;
+  double bytes_per_op = 0;
+  std::uint64_t ops = 0;
+};
+
+// Task `index`'s part of `total` ops split over `parts` tasks: as even as
+// possible, the parts add up to `total`.
+constexpr std::uint64_t share(std::uint64_t total, std::uint64_t parts, std::uint64_t index) {
+  return total / parts + (index < total % parts ? 1 : 0);
+}
+
+// Keeps `value` alive and opaque to the optimiser (Rust's std::hint::black_box).
+template <class T>
+inline void black_box(const T& value) {
+  asm volatile("" : : "r,m"(value) : "memory");
+}
+
+// ---- the tiers, in the specification's order (each defined in its file) ----
+std::span<const Bench> scheduler_benches();  // Tier 4, scheduler.cpp
+
+}  // namespace volt_bench

@@ -1,0 +1,247 @@
+// bench/main.cpp: volt's side of shared/BENCHMARKS.md. The command line, the
+// iteration loop and the JSON-lines output (the C++ counterpart of
+// shared/bench/tokio/src/{main.rs,harness.rs}: same flags, same measurement
+// rules, same output format).
+//
+// One JSON object per benchmark on stdout, in the specification's order;
+// progress on stderr.
+#include <sched.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "harness.hpp"
+
+namespace volt_bench {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: volt_bench [--workers N] [--filter SUBSTR] [--iters N] [--warmup N] [--quick] [--port PORT]\n"
+    "       volt_bench --serve-http PORT [--workers N]\n"
+    "\n"
+    "  --workers N        worker threads of the multi-thread runtime (default: number of CPUs)\n"
+    "  --filter SUBSTR    run only the benchmarks whose name contains SUBSTR\n"
+    "  --iters N          timed iterations (default 10)\n"
+    "  --warmup N         untimed warm-up iterations (default 5)\n"
+    "  --quick            iters 3, warmup 1, ops divided by 10 (smoke runs);\n"
+    "                     an explicit --iters/--warmup still wins\n"
+    "  --port PORT        port for http_plaintext's server (default: a free loopback port)\n"
+    "  --serve-http PORT  only serve the http_plaintext server on 127.0.0.1:PORT, until killed\n"
+    "\n"
+    "One JSON object per benchmark is written to stdout; progress goes to stderr.";
+
+// The tiers in the specification's order. A tier added later (its own file,
+// its function declared in harness.hpp) goes into its place here.
+using TierFn = std::span<const Bench> (*)();
+constexpr TierFn kTiers[] = {
+    // Tier 1: sync fast path (sync_fast.cpp, not yet written)
+    // Tier 2: channels (channels.cpp, not yet written)
+    // Tier 3: async, multi-task (contended.cpp, not yet written)
+    scheduler_benches,  // Tier 4: scheduler
+    // Tier 5: time (timers.cpp, not yet written)
+    // Tier 6: network (net.cpp, not yet written)
+};
+
+struct UsageError {
+  std::string message;  // empty: --help (print the usage, exit 0)
+};
+
+template <class T>
+T number(std::string_view flag, std::string_view text) {
+  T value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw UsageError{std::string(flag) + ": `" + std::string(text) + "` is not a valid number"};
+  return value;
+}
+
+std::size_t positive(std::string_view flag, std::string_view text) {
+  auto n = number<std::size_t>(flag, text);
+  if (n == 0) throw UsageError{std::string(flag) + " must be at least 1"};
+  return n;
+}
+
+std::size_t cpu_count() {
+  // Like Rust's available_parallelism: the CPUs this process may run on.
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<std::size_t>(n);
+  }
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? n : 1;
+}
+
+Config parse(int argc, char** argv) {
+  std::optional<std::size_t> workers, iters, warmup;
+  Config config;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    // Accept both `--flag value` and `--flag=value`.
+    std::string_view flag = arg;
+    std::optional<std::string_view> inline_value;
+    if (auto eq = arg.find('='); eq != std::string_view::npos && arg.starts_with("--")) {
+      flag = arg.substr(0, eq);
+      inline_value = arg.substr(eq + 1);
+    }
+    auto value = [&]() -> std::string_view {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= argc) throw UsageError{std::string(flag) + " needs a value"};
+      return argv[++i];
+    };
+    if (flag == "--workers") {
+      workers = positive(flag, value());
+    } else if (flag == "--filter") {
+      config.filter = std::string(value());
+    } else if (flag == "--iters") {
+      iters = positive(flag, value());
+    } else if (flag == "--warmup") {
+      warmup = number<std::size_t>(flag, value());
+    } else if (flag == "--port") {
+      config.port = number<std::uint16_t>(flag, value());
+    } else if (flag == "--serve-http") {
+      config.serve_http = number<std::uint16_t>(flag, value());
+    } else if (flag == "--quick" && !inline_value) {
+      config.quick = true;
+    } else if (flag == "-h" || flag == "--help") {
+      throw UsageError{};
+    } else {
+      throw UsageError{"unknown argument `" + std::string(arg) + "`"};
+    }
+  }
+  config.workers = workers.value_or(cpu_count());
+  config.iters = iters.value_or(config.quick ? 3 : 10);
+  config.warmup = warmup.value_or(config.quick ? 1 : 5);
+  return config;
+}
+
+// Up to six decimals, trailing zeros trimmed, always with a fractional part (`0.0`).
+std::string json_number(double x) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.6f", x);
+  std::string text = buffer;
+  while (!text.empty() && text.back() == '0') text.pop_back();
+  if (!text.empty() && text.back() == '.') text.push_back('0');
+  return text;
+}
+
+// Field order as in the specification:
+// {"name":..,"ns_per_op":..,"allocs_per_op":..,"bytes_per_op":..,"ops":..}
+std::string to_json(const Record& r) {
+  std::string out = "{\"name\":\"";
+  out += r.name;
+  out += "\",\"";
+  out += r.rps ? "rps" : "ns_per_op";
+  out += "\":" + json_number(r.figure);
+  out += ",\"allocs_per_op\":" + json_number(r.allocs_per_op);
+  out += ",\"bytes_per_op\":" + json_number(r.bytes_per_op);
+  out += ",\"ops\":" + std::to_string(r.ops) + "}";
+  return out;
+}
+
+// The middle value; for an even count, the mean of the two middle values.
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2.0;
+}
+
+// Runs warmup + iters iterations; ns_per_op is the median over the timed
+// iterations of elapsed / ops, the allocation figures come from the last one.
+Record measure(const Bench& bench, const Config& config) {
+  const std::uint64_t ops = config.scale(bench.ops);
+  // One runtime per benchmark, built before the warm-ups and destroyed after
+  // the last iteration; its start-up is never inside a window.
+  std::optional<volt::Runtime> runtime;
+  if (bench.workload == Workload::Task || bench.workload == Workload::Outside)
+    runtime.emplace(volt::Runtime::Builder::multi_thread().worker_threads(config.workers).build());
+
+  std::vector<double> ns_per_op;
+  ns_per_op.reserve(config.iters);
+  Sample last;
+  for (std::size_t iteration = 0; iteration < config.warmup + config.iters; ++iteration) {
+    Sample sample;
+    switch (bench.workload) {
+      case Workload::Plain:
+        sample = bench.plain(ops);
+        break;
+      case Workload::Task:
+        sample = runtime->spawn(bench.task(ops)).join();
+        break;
+      case Workload::Outside:
+        sample = bench.outside(*runtime, ops);
+        break;
+      case Workload::Http:
+        std::abort();  // not iterated: main() calls bench.http
+    }
+    if (iteration >= config.warmup) {
+      ns_per_op.push_back(static_cast<double>(sample.elapsed.count()) / static_cast<double>(ops));
+      last = sample;
+    }
+  }
+
+  Record record;
+  record.name = bench.name;
+  record.figure = median(std::move(ns_per_op));
+  record.allocs_per_op = static_cast<double>(last.allocs) / static_cast<double>(ops);
+  record.bytes_per_op = static_cast<double>(last.bytes) / static_cast<double>(ops);
+  record.ops = ops;
+  return record;
+}
+
+int run(int argc, char** argv) {
+  Config config;
+  try {
+    config = parse(argc, argv);
+  } catch (const UsageError& error) {
+    if (error.message.empty()) {
+      std::printf("%s\n", kUsage);
+      return 0;
+    }
+    std::fprintf(stderr, "error: %s\n\n%s\n", error.message.c_str(), kUsage);
+    return 2;
+  }
+
+  if (config.serve_http >= 0) {
+    std::fprintf(stderr, "error: --serve-http: the network tier (http_plaintext) is not implemented yet\n");
+    return 2;
+  }
+
+  std::fprintf(stderr, "volt_bench: %zu worker(s), %zu iteration(s) after %zu warm-up%s\n",
+               config.workers, config.iters, config.warmup, config.quick ? ", quick" : "");
+  for (TierFn tier : kTiers) {
+    for (const Bench& bench : tier()) {
+      if (bench.name.find(config.filter) == std::string_view::npos) continue;
+      std::fprintf(stderr, "%-24.*s", static_cast<int>(bench.name.size()), bench.name.data());
+      auto started = std::chrono::steady_clock::now();
+      Record record = bench.workload == Workload::Http ? bench.http(config) : measure(bench, config);
+      std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - started;
+      std::fprintf(stderr, " done in %.2fms\n", took.count());
+      std::printf("%s\n", to_json(record).c_str());
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace volt_bench
+
+int main(int argc, char** argv) {
+  try {
+    return volt_bench::run(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "\nvolt_bench: benchmark failed: %s\n", error.what());
+    return 1;
+  }
+}
