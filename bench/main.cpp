@@ -156,6 +156,36 @@ double median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2.0;
 }
 
+// VOLT_BENCH_STATS=1: the runtime's counters after the last iteration (all
+// warm-up and timed iterations together), on stderr. A debugging aid for
+// reading a figure (steals, parks, inject-queue traffic); off by default.
+void print_stats(std::string_view name, const volt::RuntimeStats& s) {
+  std::fprintf(stderr,
+               "\n[stats %.*s] spawned=%llu polled=%llu stolen=%llu parked=%llu "
+               "remote_schedules=%llu inject_depth=%llu live=%llu\n",
+               static_cast<int>(name.size()), name.data(),
+               static_cast<unsigned long long>(s.total_spawned),
+               static_cast<unsigned long long>(s.total_polled),
+               static_cast<unsigned long long>(s.total_stolen),
+               static_cast<unsigned long long>(s.total_parked),
+               static_cast<unsigned long long>(s.remote_schedules),
+               static_cast<unsigned long long>(s.inject_queue_depth),
+               static_cast<unsigned long long>(s.live_tasks));
+  for (std::size_t i = 0; i < s.workers.size(); ++i) {
+    const volt::WorkerStats& w = s.workers[i];
+    std::fprintf(stderr,
+                 "  worker %zu: polled=%llu lifo_hits=%llu steals=%llu stolen=%llu parked=%llu "
+                 "global_batches=%llu overflows=%llu\n",
+                 i, static_cast<unsigned long long>(w.tasks_polled),
+                 static_cast<unsigned long long>(w.lifo_hits),
+                 static_cast<unsigned long long>(w.steal_operations),
+                 static_cast<unsigned long long>(w.tasks_stolen),
+                 static_cast<unsigned long long>(w.times_parked),
+                 static_cast<unsigned long long>(w.global_batch_fetches),
+                 static_cast<unsigned long long>(w.overflows));
+  }
+}
+
 // Runs warmup + iters iterations; ns_per_op is the median over the timed
 // iterations of elapsed / ops, the allocation figures come from the last one.
 Record measure(const Bench& bench, const Config& config) {
@@ -189,6 +219,8 @@ Record measure(const Bench& bench, const Config& config) {
       last = sample;
     }
   }
+
+  if (runtime && std::getenv("VOLT_BENCH_STATS")) print_stats(bench.name, runtime->stats());
 
   Record record;
   record.name = bench.name;

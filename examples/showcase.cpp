@@ -30,9 +30,11 @@ volt::Task<std::uint64_t> collatz_steps(std::uint64_t n) {
 volt::Task<std::uint64_t> batch(std::uint64_t first, std::uint64_t count) {
   std::vector<volt::JoinHandle<std::uint64_t>> children;
   children.reserve(count);
-  for (std::uint64_t n = first; n < first + count; ++n) children.push_back(volt::spawn(collatz_steps(n)));
+  for (std::uint64_t n = first; n < first + count; ++n)
+    children.push_back(volt::spawn(collatz_steps(n)));
   std::uint64_t total = 0;
-  for (auto& child : children) total += co_await child;
+  for (auto& child : children)
+    total += co_await child;
   co_return total;
 }
 
@@ -41,7 +43,9 @@ volt::Task<int> fails() {
   throw std::runtime_error("this task failed on purpose");
 }
 
-volt::Task<void> waits_forever(volt::oneshot::Receiver<int> never) { (void)co_await never; }
+volt::Task<void> waits_forever(volt::oneshot::Receiver<int> never) {
+  (void)co_await never;
+}
 
 volt::Task<std::uint64_t> main_task(std::uint64_t tasks) {
   constexpr std::uint64_t kBatch = 1000;
@@ -49,7 +53,8 @@ volt::Task<std::uint64_t> main_task(std::uint64_t tasks) {
   for (std::uint64_t first = 1; first <= tasks; first += kBatch)
     batches.push_back(volt::spawn(batch(first, std::min(kBatch, tasks - first + 1))));
   std::uint64_t total = 0;
-  for (auto& b : batches) total += co_await b;
+  for (auto& b : batches)
+    total += co_await b;
 
   // An exception escaping a task reaches whoever awaits it.
   try {
@@ -81,18 +86,21 @@ int main(int argc, char** argv) {
   std::printf("volt showcase: %llu tasks\n", static_cast<unsigned long long>(tasks));
   auto start = std::chrono::steady_clock::now();
   std::uint64_t total = rt.block_on(main_task(tasks));
-  auto elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start);
-  std::printf("  Collatz steps of 1..%llu: %llu (%.1f ms)\n", static_cast<unsigned long long>(tasks),
-              static_cast<unsigned long long>(total), elapsed.count());
+  auto elapsed =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start);
+  std::printf("  Collatz steps of 1..%llu: %llu (%.1f ms)\n",
+              static_cast<unsigned long long>(tasks), static_cast<unsigned long long>(total),
+              elapsed.count());
 
   volt::RuntimeStats stats = rt.stats();
-  std::printf("\nruntime: %zu workers, %llu tasks spawned, %llu polls, %llu stolen, %llu parks, "
-              "%llu still alive\n",
-              stats.num_workers, static_cast<unsigned long long>(stats.total_spawned),
-              static_cast<unsigned long long>(stats.total_polled),
-              static_cast<unsigned long long>(stats.total_stolen),
-              static_cast<unsigned long long>(stats.total_parked),
-              static_cast<unsigned long long>(stats.live_tasks));
+  std::printf(
+      "\nruntime: %zu workers, %llu tasks spawned, %llu polls, %llu stolen, %llu parks, "
+      "%llu still alive\n",
+      stats.num_workers, static_cast<unsigned long long>(stats.total_spawned),
+      static_cast<unsigned long long>(stats.total_polled),
+      static_cast<unsigned long long>(stats.total_stolen),
+      static_cast<unsigned long long>(stats.total_parked),
+      static_cast<unsigned long long>(stats.live_tasks));
   std::printf("%-8s %10s %10s %8s %8s %8s %9s %9s\n", "worker", "polled", "lifo hits", "steals",
               "stolen", "parked", "inject b.", "interval");
   for (std::size_t i = 0; i < stats.workers.size(); ++i) {

@@ -1,6 +1,7 @@
 // volt/volt.hpp: the whole public API.
 #pragma once
 
+#include "volt/channel/oneshot.hpp"
 #include "volt/error.hpp"
 #include "volt/runtime/runtime.hpp"
 #include "volt/runtime/stats.hpp"
@@ -8,4 +9,3 @@
 #include "volt/task/join_handle.hpp"
 #include "volt/task/task.hpp"
 #include "volt/task/yield_now.hpp"
-#include "volt/channel/oneshot.hpp"

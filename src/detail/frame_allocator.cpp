@@ -44,8 +44,12 @@ struct FreeBlock {
 };
 static_assert(sizeof(FreeBlock) <= kFrameSizeClass);
 
-constexpr std::size_t class_index(std::size_t size) { return (size - 1) / kFrameSizeClass; }
-constexpr std::size_t class_size(std::size_t index) { return (index + 1) * kFrameSizeClass; }
+constexpr std::size_t class_index(std::size_t size) {
+  return (size - 1) / kFrameSizeClass;
+}
+constexpr std::size_t class_size(std::size_t index) {
+  return (index + 1) * kFrameSizeClass;
+}
 
 // Process-wide store of full batches, one stack per class. Never destroyed:
 // threads may still free blocks while static destructors run.
@@ -114,7 +118,8 @@ void flush_local_cache() {
       // Cut up to kBatch blocks off the front and hand them to the depot.
       FreeBlock* batch = list;
       FreeBlock* tail = list;
-      for (std::size_t n = 1; n < kBatch && tail->next; ++n) tail = tail->next;
+      for (std::size_t n = 1; n < kBatch && tail->next; ++n)
+        tail = tail->next;
       list = tail->next;
       tail->next = nullptr;
       if (!depot().give(i, batch)) free_list_to_heap(batch);
@@ -149,7 +154,8 @@ void register_flush() {
   register_flush();
   FreeBlock* batch = tls_cache.heads[index];
   FreeBlock* tail = batch;
-  for (std::size_t n = 1; n < kBatch; ++n) tail = tail->next;
+  for (std::size_t n = 1; n < kBatch; ++n)
+    tail = tail->next;
   tls_cache.heads[index] = tail->next;
   tls_cache.counts[index] -= kBatch;
   tail->next = nullptr;
@@ -161,8 +167,12 @@ void register_flush() {
 
 #ifdef VOLT_FRAME_POOL_DISABLED
 
-void* frame_allocate(std::size_t size) { return ::operator new(size); }
-void frame_deallocate(void* block, std::size_t) noexcept { ::operator delete(block); }
+void* frame_allocate(std::size_t size) {
+  return ::operator new(size);
+}
+void frame_deallocate(void* block, std::size_t) noexcept {
+  ::operator delete(block);
+}
 
 #else
 

@@ -14,11 +14,14 @@ void parker_wake(void* data) noexcept {
   parker->unpark();
   parker->release();
 }
-void parker_wake_by_ref(void* data) noexcept { static_cast<ThreadParker*>(data)->unpark(); }
-void parker_drop(void* data) noexcept { static_cast<ThreadParker*>(data)->release(); }
+void parker_wake_by_ref(void* data) noexcept {
+  static_cast<ThreadParker*>(data)->unpark();
+}
+void parker_drop(void* data) noexcept {
+  static_cast<ThreadParker*>(data)->release();
+}
 
-constexpr WakerVTable kParkerVTable{&parker_clone, &parker_wake, &parker_wake_by_ref,
-                                    &parker_drop};
+constexpr WakerVTable kParkerVTable{&parker_clone, &parker_wake, &parker_wake_by_ref, &parker_drop};
 
 struct ThreadParkerOwner {
   ThreadParker* parker = new ThreadParker();

@@ -42,9 +42,7 @@ class Driver {
   // Any thread. Makes the current or next park() return.
   void unpark() noexcept;
 
-  std::uint64_t unpark_count() const noexcept {
-    return unparks_.load(std::memory_order_relaxed);
-  }
+  std::uint64_t unpark_count() const noexcept { return unparks_.load(std::memory_order_relaxed); }
 
  private:
   int epoll_fd_ = -1;

@@ -7,7 +7,9 @@
 namespace volt {
 
 namespace detail {
-Scheduler* core_scheduler(RuntimeCore& core) noexcept { return &core; }
+Scheduler* core_scheduler(RuntimeCore& core) noexcept {
+  return &core;
+}
 }  // namespace detail
 
 Runtime Runtime::Builder::build() const {
@@ -44,7 +46,9 @@ Runtime& Runtime::operator=(Runtime&& other) noexcept {
   return *this;
 }
 
-Runtime::~Runtime() { shutdown_timeout(std::chrono::nanoseconds::max()); }
+Runtime::~Runtime() {
+  shutdown_timeout(std::chrono::nanoseconds::max());
+}
 
 void Runtime::shutdown_timeout(std::chrono::nanoseconds timeout) {
   if (handle_.core_) handle_.core_->shutdown(timeout);
@@ -57,6 +61,8 @@ Handle Handle::current() {
   return Handle(static_cast<detail::RuntimeCore*>(scheduler)->shared_from_this());
 }
 
-RuntimeStats Handle::stats() const { return core_->stats(); }
+RuntimeStats Handle::stats() const {
+  return core_->stats();
+}
 
 }  // namespace volt

@@ -30,9 +30,15 @@ void* task_waker_clone(void* data) noexcept {
   static_cast<TaskHeader*>(data)->state.ref_inc();
   return data;
 }
-void task_waker_wake(void* data) noexcept { static_cast<TaskHeader*>(data)->wake_by_val(); }
-void task_waker_wake_by_ref(void* data) noexcept { static_cast<TaskHeader*>(data)->wake_by_ref(); }
-void task_waker_drop(void* data) noexcept { static_cast<TaskHeader*>(data)->drop_reference(); }
+void task_waker_wake(void* data) noexcept {
+  static_cast<TaskHeader*>(data)->wake_by_val();
+}
+void task_waker_wake_by_ref(void* data) noexcept {
+  static_cast<TaskHeader*>(data)->wake_by_ref();
+}
+void task_waker_drop(void* data) noexcept {
+  static_cast<TaskHeader*>(data)->drop_reference();
+}
 
 // Step 6. The caller holds `refs` references that end with this poll: the
 // poll's own, plus the owned list's when the caller took the task off the list.

@@ -1,6 +1,8 @@
 #include "volt/volt.hpp"
 
-volt::Task<int> seven() { co_return 7; }
+volt::Task<int> seven() {
+  co_return 7;
+}
 
 int main() {
   volt::Runtime rt = volt::Runtime::Builder().worker_threads(1).build();

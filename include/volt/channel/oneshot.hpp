@@ -59,9 +59,7 @@ class Shared {
   static constexpr std::uint32_t kRxClosed = 4;
   static constexpr std::uint32_t kRxWaker = 8;
 
-  static Shared* create() {
-    return ::new (volt::detail::frame_allocate(sizeof(Shared))) Shared();
-  }
+  static Shared* create() { return ::new (volt::detail::frame_allocate(sizeof(Shared))) Shared(); }
   void release() noexcept {
     // acq_rel: the last owner sees the other's writes (the value) before freeing.
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -208,8 +206,7 @@ class Receiver {
     }
     bool await_suspend(std::coroutine_handle<> self) {
       if (!shared_->is_complete()) {
-        volt::detail::TaskHeader* task =
-            volt::detail::suspend_current(self, &ready, shared_);
+        volt::detail::TaskHeader* task = volt::detail::suspend_current(self, &ready, shared_);
         if (shared_->register_waker(volt::detail::make_task_waker(task))) return true;
       }
       if (volt::detail::coop_try_consume()) return false;

@@ -60,8 +60,8 @@ class TaskState {
   static constexpr Word kRefOne = Word{1} << kRefShift;
   static constexpr Word kRefMask = ~(kRefOne - 1);
   static constexpr Word kInitial = 3 * kRefOne | kNotified | kJoinInterest;
-  static_assert((kRefOne & (kRunning | kComplete | kNotified | kJoinInterest | kJoinWaker |
-                            kCancelled)) == 0,
+  static_assert((kRefOne &
+                 (kRunning | kComplete | kNotified | kJoinInterest | kJoinWaker | kCancelled)) == 0,
                 "flags and reference count overlap");
 
   // A read-only view of one value of the word.
@@ -77,9 +77,9 @@ class TaskState {
     Word ref_count() const { return bits >> kRefShift; }
   };
 
-  enum class [[nodiscard]] ToRunning { kSuccess, kCancelled, kFailed, kDealloc };
-  enum class [[nodiscard]] ToIdle { kOk, kOkNotified, kOkDealloc, kCancelled };
-  enum class [[nodiscard]] ToNotified { kDoNothing, kSubmit, kDealloc };
+  enum class [[nodiscard]] ToRunning{kSuccess, kCancelled, kFailed, kDealloc};
+  enum class [[nodiscard]] ToIdle{kOk, kOkNotified, kOkDealloc, kCancelled};
+  enum class [[nodiscard]] ToNotified{kDoNothing, kSubmit, kDealloc};
 
   TaskState() noexcept : word_(kInitial) {}
 

@@ -33,9 +33,11 @@ class Waker {
   Waker(const WakerVTable* vtable, void* data) noexcept : vtable_(vtable), data_(data) {}
 
   Waker(const Waker& other) noexcept
-      : vtable_(other.vtable_), data_(other.vtable_ ? other.vtable_->clone(other.data_) : nullptr) {}
+      : vtable_(other.vtable_),
+        data_(other.vtable_ ? other.vtable_->clone(other.data_) : nullptr) {}
   Waker(Waker&& other) noexcept
-      : vtable_(std::exchange(other.vtable_, nullptr)), data_(std::exchange(other.data_, nullptr)) {}
+      : vtable_(std::exchange(other.vtable_, nullptr)),
+        data_(std::exchange(other.data_, nullptr)) {}
   Waker& operator=(Waker other) noexcept {
     std::swap(vtable_, other.vtable_);
     std::swap(data_, other.data_);

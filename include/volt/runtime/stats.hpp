@@ -12,15 +12,15 @@
 namespace volt {
 
 struct WorkerStats {
-  std::uint64_t tasks_polled = 0;          // polls run on this worker
-  std::uint64_t lifo_hits = 0;             // polls taken from the LIFO slot
-  std::uint64_t steal_operations = 0;      // successful steals from another worker
-  std::uint64_t tasks_stolen = 0;          // tasks those steals moved here
-  std::uint64_t times_parked = 0;          // times the worker went to sleep
-  std::uint64_t global_batch_fetches = 0;  // batches taken from the inject queue
-  std::uint64_t overflows = 0;             // times the local queue spilled half to inject
-  std::uint64_t local_queue_depth = 0;     // tasks in the local queue at snapshot time
-  std::uint32_t global_queue_interval = 0; // current adaptive (EWMA) inject-check interval
+  std::uint64_t tasks_polled = 0;           // polls run on this worker
+  std::uint64_t lifo_hits = 0;              // polls taken from the LIFO slot
+  std::uint64_t steal_operations = 0;       // successful steals from another worker
+  std::uint64_t tasks_stolen = 0;           // tasks those steals moved here
+  std::uint64_t times_parked = 0;           // times the worker went to sleep
+  std::uint64_t global_batch_fetches = 0;   // batches taken from the inject queue
+  std::uint64_t overflows = 0;              // times the local queue spilled half to inject
+  std::uint64_t local_queue_depth = 0;      // tasks in the local queue at snapshot time
+  std::uint32_t global_queue_interval = 0;  // current adaptive (EWMA) inject-check interval
 };
 
 struct RuntimeStats {
@@ -31,8 +31,8 @@ struct RuntimeStats {
   std::uint64_t total_parked = 0;
   std::uint64_t remote_schedules = 0;  // tasks pushed to the inject queue
   std::uint64_t inject_queue_depth = 0;
-  std::uint64_t live_tasks = 0;        // spawned and not yet completed
-  std::vector<WorkerStats> workers;    // empty for the current-thread flavour
+  std::uint64_t live_tasks = 0;      // spawned and not yet completed
+  std::vector<WorkerStats> workers;  // empty for the current-thread flavour
 };
 
 }  // namespace volt

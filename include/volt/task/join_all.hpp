@@ -14,8 +14,8 @@
 #include <exception>
 #include <optional>
 #include <tuple>
-#include <utility>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -58,8 +58,7 @@ Task<JoinValue<T>> join_one(JoinHandle<T>& handle, std::exception_ptr& first_err
 }
 
 template <class... Ts, std::size_t... Is>
-Task<std::tuple<JoinValue<Ts>...>> join_all_indexed(std::index_sequence<Is...>,
-                                                    Task<Ts>... tasks) {
+Task<std::tuple<JoinValue<Ts>...>> join_all_indexed(std::index_sequence<Is...>, Task<Ts>... tasks) {
   std::tuple<JoinHandle<Ts>...> handles{volt::spawn(std::move(tasks))...};
   [[maybe_unused]] std::tuple<AbortOnDrop<Ts>...> guards{&std::get<Is>(handles)...};
   std::exception_ptr first_error;
@@ -72,14 +71,14 @@ Task<std::tuple<JoinValue<Ts>...>> join_all_indexed(std::index_sequence<Is...>,
 }  // namespace detail
 
 template <class... Ts>
-  requires(std::is_default_constructible_v<detail::JoinValue<Ts>> && ...)
-Task<std::tuple<detail::JoinValue<Ts>...>> join_all(Task<Ts>... tasks) {
+requires(std::is_default_constructible_v<detail::JoinValue<Ts>>&&...)
+    Task<std::tuple<detail::JoinValue<Ts>...>> join_all(Task<Ts>... tasks) {
   return detail::join_all_indexed(std::index_sequence_for<Ts...>{}, std::move(tasks)...);
 }
 
 template <class T>
-  requires std::is_default_constructible_v<detail::JoinValue<T>>
-Task<std::vector<detail::JoinValue<T>>> join_all(std::vector<Task<T>> tasks) {
+requires std::is_default_constructible_v<detail::JoinValue<T>>
+    Task<std::vector<detail::JoinValue<T>>> join_all(std::vector<Task<T>> tasks) {
   std::vector<JoinHandle<T>> handles;
   handles.reserve(tasks.size());
   struct AbortAll {
@@ -89,11 +88,13 @@ Task<std::vector<detail::JoinValue<T>>> join_all(std::vector<Task<T>> tasks) {
         if (h.valid()) h.abort();
     }
   } guard{handles};
-  for (auto& task : tasks) handles.push_back(volt::spawn(std::move(task)));
+  for (auto& task : tasks)
+    handles.push_back(volt::spawn(std::move(task)));
   std::exception_ptr first_error;
   std::vector<detail::JoinValue<T>> values;
   values.reserve(handles.size());
-  for (auto& handle : handles) values.push_back(co_await detail::join_one(handle, first_error));
+  for (auto& handle : handles)
+    values.push_back(co_await detail::join_one(handle, first_error));
   if (first_error) std::rethrow_exception(first_error);
   co_return values;
 }

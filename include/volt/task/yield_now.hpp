@@ -18,6 +18,8 @@ struct YieldNow {
   void await_resume() const noexcept {}
 };
 
-inline YieldNow yield_now() noexcept { return {}; }
+inline YieldNow yield_now() noexcept {
+  return {};
+}
 
 }  // namespace volt

@@ -135,8 +135,10 @@ void CurrentThreadScheduler::release_core() noexcept {
 }
 
 void CurrentThreadScheduler::drain_queues() noexcept {
-  while (TaskHeader* task = pop_local()) task->drop_reference();
-  while (TaskHeader* task = inject_.pop()) task->drop_reference();
+  while (TaskHeader* task = pop_local())
+    task->drop_reference();
+  while (TaskHeader* task = inject_.pop())
+    task->drop_reference();
 }
 
 void CurrentThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {

@@ -39,8 +39,7 @@ bool IdleSet::try_become_searcher() noexcept {
   for (;;) {
     // At most half of the workers search (rounded up, so one of one may).
     if (2 * searching_of(s) >= num_workers_) return false;
-    if (state_.compare_exchange_weak(s, s + kSearchingOne, std::memory_order_seq_cst))
-      return true;
+    if (state_.compare_exchange_weak(s, s + kSearchingOne, std::memory_order_seq_cst)) return true;
   }
 }
 

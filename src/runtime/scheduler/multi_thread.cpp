@@ -58,9 +58,13 @@ void MultiThreadScheduler::spawn(TaskHeader* task) noexcept {
   schedule_task(task, false);
 }
 
-void MultiThreadScheduler::schedule(TaskHeader* task) noexcept { schedule_task(task, false); }
+void MultiThreadScheduler::schedule(TaskHeader* task) noexcept {
+  schedule_task(task, false);
+}
 
-void MultiThreadScheduler::schedule_yield(TaskHeader* task) noexcept { schedule_task(task, true); }
+void MultiThreadScheduler::schedule_yield(TaskHeader* task) noexcept {
+  schedule_task(task, true);
+}
 
 void MultiThreadScheduler::schedule_task(TaskHeader* task, bool is_yield) noexcept {
   ThreadContext& ctx = tls_context;
@@ -121,7 +125,8 @@ void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
   // release: pairs with the acquire in is_shutting_down().
   shutting_down_.store(true, std::memory_order_release);
   inject_.close();
-  for (auto& worker : workers_) worker->parker().unpark(driver_);
+  for (auto& worker : workers_)
+    worker->parker().unpark(driver_);
 
   const bool on_own_worker = tls_context.scheduler == this && tls_context.worker;
   const std::uint32_t expected = num_workers() - (on_own_worker ? 1 : 0);

@@ -203,7 +203,8 @@ void Worker::park() noexcept {
 void Worker::release_queued_tasks() noexcept {
   // Shutdown: the queues' references. The owned list cancels the tasks.
   if (lifo_) std::exchange(lifo_, nullptr)->drop_reference();
-  while (TaskHeader* task = queue_.pop()) task->drop_reference();
+  while (TaskHeader* task = queue_.pop())
+    task->drop_reference();
 }
 
 WorkerStats Worker::stats() const noexcept {
