@@ -187,29 +187,13 @@ void print_stats(std::string_view name, const volt::RuntimeStats& s) {
   }
 }
 
-// The iteration task of a Task workload, plus the completion signal the main
-// thread sleeps on. The workload's Task is awaited inline (not spawned): its
-// frame is created here, before the workload opens its Meter.
-volt::Task<Sample> signal_when_done(TaskFn run, std::uint64_t ops, std::atomic<std::uint32_t>& done) {
-  Sample sample = co_await run(ops);
-  done.store(1, std::memory_order_release);
-  done.notify_one();
-  co_return sample;
-}
-
-// Runs one iteration of a Task workload: spawns it on the runtime and waits
-// for it the way Tokio's Runtime::block_on(JoinHandle) does, by sleeping.
-// Not JoinHandle::join() alone: while every worker is busy, join() makes the
-// waiting thread run tasks from the inject queue itself (volt's
-// block_until_complete), which would put this thread into the measured work
-// (in chained_spawn most of the chain then ran on the main thread, and every
-// spawn from it went through the inject queue). join() is still called, once
-// the task is complete, to take the result (or rethrow its exception).
+// Runs one iteration of a Task workload: spawns it on the runtime and blocks
+// in JoinHandle::join(), as Tokio's side does with block_on(spawn(..)). The
+// waiting thread only runs queued tasks itself when it is woken as a helper
+// (every worker busy with work queued); otherwise it sleeps until the task
+// completes.
 Sample run_as_task(volt::Runtime& runtime, TaskFn run, std::uint64_t ops) {
-  std::atomic<std::uint32_t> done{0};
-  volt::JoinHandle<Sample> handle = runtime.spawn(signal_when_done(run, ops, done));
-  while (done.load(std::memory_order_acquire) == 0 && !handle.is_finished()) done.wait(0, std::memory_order_acquire);
-  return handle.join();
+  return runtime.spawn(run(ops)).join();
 }
 
 // Runs warmup + iters iterations; ns_per_op is the median over the timed

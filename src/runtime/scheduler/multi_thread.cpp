@@ -85,7 +85,17 @@ void MultiThreadScheduler::schedule_remote(TaskHeader* task) noexcept {
 }
 
 void MultiThreadScheduler::notify_parked() noexcept {
-  if (auto index = idle_.worker_to_notify()) workers_[*index]->parker().unpark(driver_);
+  if (auto index = idle_.worker_to_notify()) {
+    workers_[*index]->parker().unpark(driver_);
+    return;
+  }
+  // No sleeper to wake. If nobody is searching either (every worker is busy)
+  // and a thread blocked in block_on/join offered to help, hand it the queued
+  // work. relaxed: a helper that registers just after this check only misses
+  // a chance to help; the workers still take the work (no wake-up is owed).
+  if (num_helpers_.load(std::memory_order_relaxed) != 0 && idle_.num_searching() == 0 &&
+      !inject_.is_empty())
+    wake_helper();
 }
 
 bool MultiThreadScheduler::has_pending_work() const noexcept {
@@ -99,21 +109,61 @@ bool MultiThreadScheduler::has_pending_work() const noexcept {
 void MultiThreadScheduler::block_until_complete(TaskHeader* task) {
   ThreadParker& parker = ThreadParker::current();
   if (!join_handle_register(task, parker.waker())) return;  // already complete
+  BlockedHelper helper{&parker};
   while (!task->state.load().is_complete()) {
-    // Seed: a blocked outside thread helps by running tasks from the inject
-    // queue. We help only while every worker is busy (none asleep or
-    // searching): otherwise a worker is about to take the task and running
-    // it here would only move it off the workers' LIFO/local fast paths.
-    if (idle_.num_searching() == 0 && idle_.num_unparked() == num_workers()) {
-      if (TaskHeader* queued = inject_.pop()) {
-        tls_context.scheduler = this;
-        poll_task(queued);
-        tls_context.scheduler = nullptr;
-        continue;
+    {
+      std::lock_guard lock(helpers_mutex_);
+      helper.claimed = false;
+      helper.prev = nullptr;
+      helper.next = helpers_;
+      if (helpers_) helpers_->prev = &helper;
+      helpers_ = &helper;
+      num_helpers_.fetch_add(1, std::memory_order_relaxed);
+    }
+    // Woken by the task's completion (join waker) or by wake_helper().
+    if (!task->state.load().is_complete()) parker.park();
+    bool claimed;
+    {
+      std::lock_guard lock(helpers_mutex_);
+      claimed = helper.claimed;
+      if (!claimed) {
+        if (helper.prev) {
+          helper.prev->next = helper.next;
+        } else {
+          helpers_ = helper.next;
+        }
+        if (helper.next) helper.next->prev = helper.prev;
+        num_helpers_.fetch_sub(1, std::memory_order_relaxed);
       }
     }
-    parker.park();
+    if (!claimed) continue;
+    // Every worker is busy and work is queued: run it here (seed:
+    // blockOnComplete) until the queue is empty or our task is done.
+    tls_context.scheduler = this;
+    while (!task->state.load().is_complete()) {
+      TaskHeader* queued = inject_.pop();
+      if (!queued) break;
+      poll_task(queued);
+    }
+    tls_context.scheduler = nullptr;
   }
+}
+
+void MultiThreadScheduler::wake_helper() noexcept {
+  ThreadParker* parker = nullptr;
+  {
+    std::lock_guard lock(helpers_mutex_);
+    BlockedHelper* helper = helpers_;
+    if (!helper) return;
+    helpers_ = helper->next;
+    if (helpers_) helpers_->prev = nullptr;
+    helper->claimed = true;
+    num_helpers_.fetch_sub(1, std::memory_order_relaxed);
+    // The helper may return and free its BlockedHelper as soon as we unlock,
+    // but its parker is the thread's own and outlives the thread's use of it.
+    parker = helper->parker;
+  }
+  parker->unpark();
 }
 
 void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {

@@ -18,6 +18,13 @@
 //      frames destroyed here; a task still running on a stuck worker is
 //      marked cancelled and its worker destroys it when the poll returns;
 //   4. release whatever is left in the inject queue.
+//
+// Threads blocked in block_on / JoinHandle::join (seed: blockOnComplete) wait
+// on their join waker and register as helpers. When work is pushed while no
+// worker sleeps or searches (every worker is busy), notify_parked() wakes one
+// helper, which runs inject-queue tasks until the queue is empty or its own
+// task completes. A helper never takes work that an idle worker would have
+// taken, so work is not pulled off the workers' LIFO/local fast paths.
 #pragma once
 
 #include <atomic>
@@ -26,6 +33,7 @@
 #include <mutex>
 #include <vector>
 
+#include "detail/thread_parker.hpp"
 #include "io/driver.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/scheduler/idle_set.hpp"
@@ -73,6 +81,15 @@ class MultiThreadScheduler final : public RuntimeCore {
 
  private:
   void schedule_task(TaskHeader* task, bool is_yield) noexcept;
+  void wake_helper() noexcept;
+
+  // A thread blocked in block_until_complete, offering to run queued work.
+  struct BlockedHelper {
+    ThreadParker* parker;
+    BlockedHelper* prev = nullptr;  // guarded by helpers_mutex_
+    BlockedHelper* next = nullptr;  // guarded by helpers_mutex_
+    bool claimed = false;           // guarded by helpers_mutex_
+  };
 
   RuntimeConfig config_;
   Driver driver_;
@@ -82,6 +99,11 @@ class MultiThreadScheduler final : public RuntimeCore {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<std::uint64_t> remote_schedules_{0};  // statistics; relaxed
+
+  std::mutex helpers_mutex_;
+  BlockedHelper* helpers_ = nullptr;  // guarded by helpers_mutex_
+  // The list's length, for the lock-free check in notify_parked().
+  std::atomic<std::uint32_t> num_helpers_{0};
 
   std::mutex exit_mutex_;
   std::condition_variable exit_cv_;
