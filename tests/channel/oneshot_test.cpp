@@ -1,0 +1,441 @@
+// Tests of volt::oneshot (include/volt/channel/oneshot.hpp).
+//
+// Deterministic: send then receive, a receive that waits for a later send, a
+// sender dropped without sending, a receiver dropped before the send (the value
+// comes back), try_recv before and after, and the value's destructor running
+// exactly once in every order of send / receive / drop.
+// Stress: many channels whose two ends live on different tasks of a
+// multi-thread runtime and act (send, await, try, drop) in random orders; each
+// channel's outcome must be consistent (a value is received iff it was sent
+// while the receiver waited, or handed back iff the receiver was gone), and
+// every value is destroyed exactly once.
+#include "volt/channel/oneshot.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "test_support.hpp"
+#include "volt/error.hpp"
+#include "volt/runtime/runtime.hpp"
+#include "volt/task/join_handle.hpp"
+#include "volt/task/task.hpp"
+#include "volt/task/yield_now.hpp"
+
+namespace volt {
+namespace {
+
+using test::LifeCounters;
+using test::RuntimeKind;
+using test::Tracked;
+
+class OneshotTest : public ::testing::TestWithParam<RuntimeKind> {
+ protected:
+  Runtime rt_ = test::build_runtime(GetParam());
+};
+
+INSTANTIATE_TEST_SUITE_P(Runtimes, OneshotTest,
+                         ::testing::Values(RuntimeKind::kMultiThread, RuntimeKind::kCurrentThread),
+                         [](const auto& info) { return test::runtime_kind_name(info.param); });
+
+Task<std::optional<int>> receive(oneshot::Receiver<int> rx) {
+  co_return co_await rx;
+}
+
+Task<int> send_then_receive() {
+  auto [tx, rx] = oneshot::channel<int>();
+  EXPECT_FALSE(tx.is_closed());
+  EXPECT_FALSE(rx.is_closed());
+  EXPECT_EQ(tx.send(5), std::nullopt);
+  EXPECT_TRUE(rx.is_closed());  // nothing more can arrive
+  std::optional<int> v = co_await rx;
+  // Consumed: awaiting again yields nothing.
+  std::optional<int> again = co_await rx;
+  EXPECT_EQ(again, std::nullopt);
+  co_return v.value_or(-1);
+}
+
+TEST_P(OneshotTest, SendThenReceive) {
+  EXPECT_EQ(rt_.block_on(send_then_receive()), 5);
+}
+
+Task<void> send_later(oneshot::Sender<std::string> tx, int yields) {
+  for (int i = 0; i < yields; ++i)
+    co_await yield_now();
+  (void)tx.send("late value");
+}
+
+Task<std::string> receive_from_later_sender(int yields) {
+  auto [tx, rx] = oneshot::channel<std::string>();
+  JoinHandle<void> sender = spawn(send_later(std::move(tx), yields));
+  std::optional<std::string> v = co_await rx;
+  co_await sender;
+  co_return v.value_or("nothing");
+}
+
+TEST_P(OneshotTest, ReceiveWaitsForALaterSendFromAnotherTask) {
+  for (int yields : {0, 1, 10}) {
+    EXPECT_EQ(rt_.block_on(receive_from_later_sender(yields)), "late value") << yields;
+  }
+}
+
+TEST_P(OneshotTest, ReceiveWaitsForASendFromOutsideTheRuntime) {
+  auto [tx, rx] = oneshot::channel<int>();
+  JoinHandle<std::optional<int>> receiver = rt_.spawn(receive(std::move(rx)));
+  EXPECT_EQ(tx.send(31), std::nullopt);
+  EXPECT_EQ(receiver.join(), std::optional<int>(31));
+}
+
+Task<void> drop_later(oneshot::Sender<int> tx) {
+  co_await yield_now();
+  oneshot::Sender<int> gone = std::move(tx);
+}
+
+Task<int> receive_from_dropped_sender() {
+  auto [tx, rx] = oneshot::channel<int>();
+  JoinHandle<void> dropper = spawn(drop_later(std::move(tx)));
+  std::optional<int> v = co_await rx;
+  co_await dropper;
+  EXPECT_TRUE(rx.is_closed());
+  co_return v.has_value() ? 1 : 0;
+}
+
+TEST_P(OneshotTest, SenderDroppedWithoutSendingGivesNullopt) {
+  EXPECT_EQ(rt_.block_on(receive_from_dropped_sender()), 0);
+  // Dropped before the receiver even looks.
+  auto [tx, rx] = oneshot::channel<int>();
+  { oneshot::Sender<int> gone = std::move(tx); }
+  EXPECT_TRUE(rx.is_closed());
+  EXPECT_EQ(rt_.block_on(receive(std::move(rx))), std::nullopt);
+}
+
+Task<int> await_by_pointer(oneshot::Receiver<int>* rx, std::atomic<bool>* waiting) {
+  waiting->store(true);
+  std::optional<int> v = co_await *rx;
+  co_return v.value_or(-1);
+}
+
+Task<int> await_again_after_cancelled_wait() {
+  auto [tx, rx] = oneshot::channel<int>();
+  std::atomic<bool> waiting{false};
+  JoinHandle<int> first = spawn(await_by_pointer(&rx, &waiting));
+  while (!waiting.load())
+    co_await yield_now();
+  for (int i = 0; i < 5; ++i)
+    co_await yield_now();
+  first.abort();
+  int cancelled = 0;
+  try {
+    co_await first;
+  } catch (const Error& e) {
+    cancelled = e.code() == errc::cancelled;
+  }
+  // The receiver outlived the aborted wait and may be awaited again.
+  std::atomic<bool> waiting_again{false};
+  JoinHandle<int> second = spawn(await_by_pointer(&rx, &waiting_again));
+  while (!waiting_again.load())
+    co_await yield_now();
+  for (int i = 0; i < 5; ++i)
+    co_await yield_now();
+  EXPECT_EQ(tx.send(64), std::nullopt);
+  co_return cancelled * 1000 + co_await second;
+}
+
+TEST_P(OneshotTest, ReceiverCanBeAwaitedAgainAfterACancelledWait) {
+  EXPECT_EQ(rt_.block_on(await_again_after_cancelled_wait()), 1064);
+}
+
+TEST(OneshotBasicTest, ReceiverDroppedHandsTheValueBack) {
+  auto [tx, rx] = oneshot::channel<std::string>();
+  EXPECT_FALSE(tx.is_closed());
+  { oneshot::Receiver<std::string> gone = std::move(rx); }
+  EXPECT_TRUE(tx.is_closed());
+  std::optional<std::string> back = tx.send("returned");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, "returned");
+}
+
+TEST(OneshotBasicTest, EmptyEndpointsBehaveAsClosed) {
+  oneshot::Sender<int> tx;
+  oneshot::Receiver<int> rx;
+  EXPECT_TRUE(tx.is_closed());
+  EXPECT_TRUE(rx.is_closed());
+  EXPECT_EQ(tx.send(3), std::optional<int>(3));
+  EXPECT_EQ(rx.try_recv(), std::nullopt);
+  // A moved-from end is empty too.
+  auto [a, b] = oneshot::channel<int>();
+  oneshot::Sender<int> a2 = std::move(a);
+  EXPECT_EQ(a.send(4), std::optional<int>(4));
+  EXPECT_EQ(a2.send(6), std::nullopt);
+  EXPECT_EQ(b.try_recv(), std::optional<int>(6));
+}
+
+TEST(OneshotBasicTest, TryRecvBeforeAndAfterSend) {
+  auto [tx, rx] = oneshot::channel<int>();
+  EXPECT_EQ(rx.try_recv(), std::nullopt);
+  EXPECT_FALSE(rx.is_closed());  // "not yet", not "gone"
+  EXPECT_EQ(tx.send(8), std::nullopt);
+  EXPECT_EQ(rx.try_recv(), std::optional<int>(8));
+  EXPECT_EQ(rx.try_recv(), std::nullopt);  // consumed
+  EXPECT_TRUE(rx.is_closed());
+}
+
+TEST(OneshotBasicTest, TryRecvAfterTheSenderWasDropped) {
+  auto [tx, rx] = oneshot::channel<int>();
+  { oneshot::Sender<int> gone = std::move(tx); }
+  EXPECT_EQ(rx.try_recv(), std::nullopt);
+  EXPECT_TRUE(rx.is_closed());  // "gone"
+}
+
+TEST(OneshotBasicTest, MoveOnlyValues) {
+  auto [tx, rx] = oneshot::channel<std::unique_ptr<int>>();
+  EXPECT_EQ(tx.send(std::make_unique<int>(12)), std::nullopt);
+  std::optional<std::unique_ptr<int>> v = rx.try_recv();
+  ASSERT_TRUE(v.has_value());
+  ASSERT_NE(*v, nullptr);
+  EXPECT_EQ(**v, 12);
+}
+
+// ---- value lifetime in every order ----
+
+// What is done to a channel of Tracked, in order.
+enum class Step { kSend, kTryRecv, kAwait, kDropSender, kDropReceiver };
+
+struct LifetimeOutcome {
+  std::optional<int> received;
+  std::optional<int> handed_back;
+};
+
+Task<LifetimeOutcome> run_steps(std::vector<Step> steps, LifeCounters* counters) {
+  auto [tx, rx] = oneshot::channel<Tracked>();
+  LifetimeOutcome out;
+  for (Step step : steps) {
+    switch (step) {
+      case Step::kSend: {
+        std::optional<Tracked> back = tx.send(Tracked(*counters, 42));
+        if (back) out.handed_back = back->value();
+        break;
+      }
+      case Step::kTryRecv:
+        if (std::optional<Tracked> v = rx.try_recv()) out.received = v->value();
+        break;
+      case Step::kAwait: {
+        // Bound to a variable first: GCC 12.2 miscompiles some co_awaits in
+        // conditions (README, "Known compiler issue").
+        std::optional<Tracked> v = co_await rx;
+        if (v) out.received = v->value();
+        break;
+      }
+      case Step::kDropSender: {
+        oneshot::Sender<Tracked> gone = std::move(tx);
+        break;
+      }
+      case Step::kDropReceiver: {
+        oneshot::Receiver<Tracked> gone = std::move(rx);
+        break;
+      }
+    }
+  }
+  co_return out;
+}
+
+struct LifetimeCase {
+  const char* name;
+  std::vector<Step> steps;
+  std::optional<int> received;
+  std::optional<int> handed_back;
+};
+
+TEST_P(OneshotTest, ValueIsDestroyedExactlyOnceInEveryDropOrder) {
+  using S = Step;
+  const std::vector<LifetimeCase> cases = {
+      {"send, await, drop receiver", {S::kSend, S::kAwait, S::kDropReceiver}, 42, std::nullopt},
+      {"send, try_recv, drop receiver",
+       {S::kSend, S::kTryRecv, S::kDropReceiver},
+       42,
+       std::nullopt},
+      {"send, drop receiver unread", {S::kSend, S::kDropReceiver}, std::nullopt, std::nullopt},
+      {"send, end of scope unread", {S::kSend}, std::nullopt, std::nullopt},
+      {"drop receiver, send", {S::kDropReceiver, S::kSend}, std::nullopt, 42},
+      {"drop sender unsent, await", {S::kDropSender, S::kAwait}, std::nullopt, std::nullopt},
+      {"drop sender unsent, drop receiver",
+       {S::kDropSender, S::kDropReceiver},
+       std::nullopt,
+       std::nullopt},
+      {"drop receiver, drop sender",
+       {S::kDropReceiver, S::kDropSender},
+       std::nullopt,
+       std::nullopt},
+      {"try_recv empty, send, await", {S::kTryRecv, S::kSend, S::kAwait}, 42, std::nullopt},
+      {"send, try_recv, await again", {S::kSend, S::kTryRecv, S::kAwait}, 42, std::nullopt},
+  };
+  for (const LifetimeCase& c : cases) {
+    LifeCounters counters;
+    LifetimeOutcome out = rt_.block_on(run_steps(c.steps, &counters));
+    EXPECT_EQ(out.received, c.received) << c.name;
+    EXPECT_EQ(out.handed_back, c.handed_back) << c.name;
+    EXPECT_EQ(counters.live(), 0) << c.name;
+    EXPECT_EQ(counters.double_destroyed.load(), 0) << c.name;
+    const bool sent = std::find(c.steps.begin(), c.steps.end(), S::kSend) != c.steps.end();
+    EXPECT_EQ(counters.constructed.load() > 0, sent) << c.name;
+  }
+}
+
+// ---- stress ----
+//
+// For each channel, a sender task and a receiver task, spawned in a random
+// order, each yielding a random number of times before acting:
+//   sender:   send, or drop without sending
+//   receiver: await, or drop without receiving, or try_recv once then drop
+// Outcomes are recorded per channel and checked afterwards.
+
+enum : std::uint8_t {
+  kSenderSent = 1,
+  kSenderHandedBack = 2,
+  kSenderDropped = 4,
+  kReceiverGot = 8,
+  kReceiverGotNothing = 16,
+  kReceiverDropped = 32,
+  kWrongValue = 64,
+};
+
+Task<void> stress_sender(oneshot::Sender<Tracked> tx, LifeCounters* counters, int index, int yields,
+                         bool send, std::atomic<std::uint8_t>* outcome) {
+  for (int i = 0; i < yields; ++i)
+    co_await yield_now();
+  if (!send) {
+    oneshot::Sender<Tracked> gone = std::move(tx);
+    outcome->fetch_or(kSenderDropped);
+    co_return;
+  }
+  std::optional<Tracked> back = tx.send(Tracked(*counters, index));
+  if (back) {
+    outcome->fetch_or(kSenderHandedBack | (back->value() == index ? 0 : kWrongValue));
+  } else {
+    outcome->fetch_or(kSenderSent);
+  }
+}
+
+Task<void> stress_receiver(oneshot::Receiver<Tracked> rx, int index, int yields, int mode,
+                           std::atomic<std::uint8_t>* outcome) {
+  for (int i = 0; i < yields; ++i)
+    co_await yield_now();
+  std::optional<int> got;  // the received value's payload
+  if (mode == 0) {
+    std::optional<Tracked> v = co_await rx;
+    if (v) got = v->value();
+  } else if (mode == 1) {
+    if (std::optional<Tracked> v = rx.try_recv()) got = v->value();
+  }
+  { oneshot::Receiver<Tracked> gone = std::move(rx); }
+  if (mode == 0) {
+    outcome->fetch_or(got ? kReceiverGot : kReceiverGotNothing);
+  } else {
+    outcome->fetch_or(kReceiverDropped | (got ? kReceiverGot : 0));
+  }
+  if (got && *got != index) outcome->fetch_or(kWrongValue);
+}
+
+struct StressPlan {
+  int sender_yields;
+  int receiver_yields;
+  bool send;
+  int receiver_mode;  // 0 await, 1 try_recv then drop, 2 drop
+  bool receiver_first;
+};
+
+Task<void> run_stress_batch(std::vector<StressPlan>* plans, std::size_t first, std::size_t count,
+                            LifeCounters* counters,
+                            std::vector<std::atomic<std::uint8_t>>* outcomes) {
+  std::vector<JoinHandle<void>> handles;
+  handles.reserve(2 * count);
+  for (std::size_t i = first; i < first + count; ++i) {
+    const StressPlan& p = (*plans)[i];
+    std::pair<oneshot::Sender<Tracked>, oneshot::Receiver<Tracked>> ends =
+        oneshot::channel<Tracked>();
+    const int index = static_cast<int>(i);
+    auto spawn_receiver = [&] {
+      handles.push_back(spawn(stress_receiver(std::move(ends.second), index, p.receiver_yields,
+                                              p.receiver_mode, &(*outcomes)[i])));
+    };
+    auto spawn_sender = [&] {
+      handles.push_back(spawn(stress_sender(std::move(ends.first), counters, index, p.sender_yields,
+                                            p.send, &(*outcomes)[i])));
+    };
+    if (p.receiver_first) {
+      spawn_receiver();
+      spawn_sender();
+    } else {
+      spawn_sender();
+      spawn_receiver();
+    }
+  }
+  for (auto& h : handles)
+    co_await h;
+}
+
+TEST(OneshotStressTest, ChannelsAcrossTasksInRandomOrdersConserveValues) {
+  const std::size_t kChannels = test::scale(100'000);
+  constexpr std::size_t kBatch = 1000;
+  std::vector<StressPlan> plans(kChannels);
+  std::uint64_t rng = 0x853C49E6748FEA9Bull;
+  auto next = [&](std::uint64_t bound) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return static_cast<int>(rng % bound);
+  };
+  for (StressPlan& p : plans) {
+    p.sender_yields = next(4);
+    p.receiver_yields = next(4);
+    p.send = next(8) != 0;
+    p.receiver_mode = next(4) == 0 ? 1 + next(2) : 0;
+    p.receiver_first = next(2) == 0;
+  }
+  std::vector<std::atomic<std::uint8_t>> outcomes(kChannels);
+  LifeCounters counters;
+  {
+    Runtime rt = Runtime::Builder().worker_threads(2).build();
+    for (std::size_t first = 0; first < kChannels; first += kBatch) {
+      rt.block_on(run_stress_batch(&plans, first, std::min(kBatch, kChannels - first), &counters,
+                                   &outcomes));
+    }
+  }
+  std::size_t inconsistent = 0;
+  for (std::size_t i = 0; i < kChannels; ++i) {
+    const StressPlan& p = plans[i];
+    const std::uint8_t o = outcomes[i].load();
+    bool ok = !(o & kWrongValue);
+    if (!p.send) {
+      ok = ok && o & kSenderDropped && !(o & kReceiverGot);
+      if (p.receiver_mode == 0) ok = ok && (o & kReceiverGotNothing);
+    } else if (p.receiver_mode == 0) {
+      // The receiver waited until the send: it got the value.
+      ok = ok && (o & kSenderSent) && (o & kReceiverGot) && !(o & kSenderHandedBack);
+    } else {
+      // The receiver may have gone first (value handed back) or not (sent,
+      // and then received by try_recv or destroyed with the channel).
+      const bool sent = o & kSenderSent, back = o & kSenderHandedBack;
+      ok = ok && (sent != back) && (o & kReceiverDropped);
+      if (o & kReceiverGot) ok = ok && sent && p.receiver_mode == 1;
+    }
+    if (!ok && inconsistent++ < 5) {
+      ADD_FAILURE() << "channel " << i << ": outcome bits 0x" << std::hex << int{o}
+                    << " for send=" << p.send << " receiver_mode=" << p.receiver_mode;
+    }
+  }
+  EXPECT_EQ(inconsistent, 0u);
+  EXPECT_EQ(counters.live(), 0);
+  EXPECT_EQ(counters.double_destroyed.load(), 0);
+  EXPECT_GT(counters.constructed.load(), 0);
+}
+
+}  // namespace
+}  // namespace volt
