@@ -39,8 +39,9 @@ constexpr std::size_t kLocalCap = 2 * kBatch;
 constexpr std::size_t kDepotMaxBatches = 1024;
 
 struct FreeBlock {
-  FreeBlock* next;        // next block in this list / batch
-  FreeBlock* next_batch;  // depot only: next batch (valid in a batch's first block)
+  FreeBlock* next;          // next block in this list / batch
+  FreeBlock* next_batch;    // depot only: next batch (valid in a batch's first block)
+  std::size_t batch_count;  // depot only: blocks in this batch (first block)
 };
 static_assert(sizeof(FreeBlock) <= kFrameSizeClass);
 
@@ -55,7 +56,7 @@ constexpr std::size_t class_size(std::size_t index) {
 // threads may still free blocks while static destructors run.
 class Depot {
  public:
-  // Returns the first block of a kBatch-long list, or nullptr.
+  // Returns the first block of a list of batch_count blocks, or nullptr.
   FreeBlock* take(std::size_t index) {
     std::lock_guard lock(classes_[index].mutex);
     auto& c = classes_[index];
@@ -66,7 +67,8 @@ class Depot {
     }
     return batch;
   }
-  // Takes ownership of a kBatch-long list; returns false when full.
+  // Takes ownership of a list of batch->batch_count (<= kBatch) blocks;
+  // returns false when full.
   bool give(std::size_t index, FreeBlock* batch) {
     std::lock_guard lock(classes_[index].mutex);
     auto& c = classes_[index];
@@ -101,7 +103,7 @@ void free_list_to_heap(FreeBlock* block) {
 
 // Per-thread lists. Trivially constructible and destructible so that access
 // needs no TLS guard; the flush at thread exit is registered separately the
-// first time the thread reaches a slow path.
+// first time the thread keeps a block.
 struct LocalCache {
   std::array<FreeBlock*, kNumClasses> heads;
   std::array<std::uint32_t, kNumClasses> counts;
@@ -118,10 +120,12 @@ void flush_local_cache() {
       // Cut up to kBatch blocks off the front and hand them to the depot.
       FreeBlock* batch = list;
       FreeBlock* tail = list;
-      for (std::size_t n = 1; n < kBatch && tail->next; ++n)
+      std::size_t n = 1;
+      for (; n < kBatch && tail->next; ++n)
         tail = tail->next;
       list = tail->next;
       tail->next = nullptr;
+      batch->batch_count = n;
       if (!depot().give(i, batch)) free_list_to_heap(batch);
     }
   }
@@ -142,9 +146,10 @@ void register_flush() {
 [[gnu::noinline]] void* allocate_slow(std::size_t index) {
   register_flush();
   if (FreeBlock* batch = depot().take(index)) {
-    // A batch is exactly kBatch blocks; keep all but the first.
+    // Keep all but the first. (Batches spilled in steady state are full;
+    // those flushed at thread exit may be shorter.)
     tls_cache.heads[index] = batch->next;
-    tls_cache.counts[index] = kBatch - 1;
+    tls_cache.counts[index] = static_cast<std::uint32_t>(batch->batch_count - 1);
     return batch;
   }
   return ::operator new(class_size(index));
@@ -159,6 +164,7 @@ void register_flush() {
   tls_cache.heads[index] = tail->next;
   tls_cache.counts[index] -= kBatch;
   tail->next = nullptr;
+  batch->batch_count = kBatch;
   if (!depot().give(index, batch)) free_list_to_heap(batch);
 }
 
@@ -194,6 +200,10 @@ void frame_deallocate(void* block, std::size_t size) noexcept {
     return;
   }
   const std::size_t index = class_index(size);
+  // The first block a thread keeps must be flushed when the thread exits,
+  // or a thread that only ever frees a few blocks would leak them.
+  if (!tls_cache.flush_registered) [[unlikely]]
+    register_flush();
   auto* node = static_cast<FreeBlock*>(block);
   node->next = tls_cache.heads[index];
   tls_cache.heads[index] = node;

@@ -17,24 +17,22 @@
 
 namespace volt::detail {
 
+// The header is the base, so queues and wakers hold a TaskHeader* and the
+// typed code gets back to the cell with a static_cast (no layout assumption).
 template <class T>
-struct TaskCell {
-  TaskHeader header;
+struct TaskCell final : TaskHeader {
   Result<T> output;
 
-  explicit TaskCell(typename Task<T>::Handle frame) noexcept : header(&kVTable, frame) {}
+  explicit TaskCell(typename Task<T>::Handle frame) noexcept : TaskHeader(&kVTable, frame) {}
 
-  static TaskCell* from(TaskHeader* h) noexcept {
-    static_assert(offsetof(TaskCell, header) == 0);
-    return reinterpret_cast<TaskCell*>(h);
-  }
+  static TaskCell* from(TaskHeader* h) noexcept { return static_cast<TaskCell*>(h); }
   static typename Task<T>::Handle frame_of(TaskHeader* h) noexcept {
     return Task<T>::Handle::from_address(h->root.address());
   }
 
   static TaskHeader* create(Task<T>&& task) {
     void* block = frame_allocate(sizeof(TaskCell));
-    return &(::new (block) TaskCell(task.release()))->header;
+    return ::new (block) TaskCell(task.release());
   }
 
   static void finish(TaskHeader* h) noexcept {

@@ -36,6 +36,8 @@
 //
 // Every change goes through one of the named transitions below, all of which
 // are a single CAS loop (update_state) or a single fetch_* with a stated order.
+// A CAS-loop transition recomputes its outcome on every attempt: an outcome
+// left over from a failed attempt would report a change that never happened.
 #pragma once
 
 #include <atomic>
@@ -173,6 +175,7 @@ class TaskState {
   ToNotified transition_to_notified_by_ref() noexcept {
     ToNotified action = ToNotified::kDoNothing;
     update_state_if([&](Word cur, Word& next) {
+      action = ToNotified::kDoNothing;  // every attempt decides afresh
       if ((cur & kComplete) || (cur & kNotified)) return false;
       if (cur & kRunning) {
         action = ToNotified::kDoNothing;
@@ -191,6 +194,7 @@ class TaskState {
   bool transition_to_notified_and_cancel() noexcept {
     bool submit = false;
     update_state_if([&](Word cur, Word& next) {
+      submit = false;  // every attempt decides afresh
       if ((cur & kCancelled) || (cur & kComplete)) return false;
       if (cur & kRunning) {
         next = cur | kNotified | kCancelled;  // the poller sees it when the poll ends

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "detail/store_load_barrier.hpp"
+
 #include "volt/task/join_handle.hpp"
 
 namespace volt::detail {
@@ -31,7 +33,7 @@ void CurrentThreadScheduler::schedule(TaskHeader* task) noexcept {
     return;
   }
   // The pusher's side of the handshake in current_thread.hpp.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  store_load_barrier(parking_);
   if (parking_.load(std::memory_order_relaxed)) driver_.unpark();
 }
 
@@ -73,13 +75,13 @@ void CurrentThreadScheduler::drive_until_complete(TaskHeader* target) noexcept {
       continue;
     }
     // Nothing runnable: sleep in the driver until a remote wake-up.
-    parking_.store(true, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    parking_.store(1, std::memory_order_seq_cst);
+    store_load_barrier(parking_);
     if (inject_.is_empty() && !is_shutting_down()) {
       parks_.fetch_add(1, std::memory_order_relaxed);
       driver_.park(-1);
     }
-    parking_.store(false, std::memory_order_relaxed);
+    parking_.store(0, std::memory_order_relaxed);
   }
   tls_context = saved;
 }

@@ -62,9 +62,9 @@ class CurrentThreadScheduler final : public RuntimeCore {
   InjectQueue inject_;
   OwnedTasks owned_;
   std::atomic<bool> shutting_down_{false};
-  std::atomic<bool> parking_{false};
-  std::atomic<std::uint64_t> polled_{0};  // statistics; relaxed
-  std::atomic<std::uint64_t> parks_{0};   // statistics; relaxed
+  std::atomic<std::uint32_t> parking_{0};  // 1 while the core holder sleeps; see above
+  std::atomic<std::uint64_t> polled_{0};   // statistics; relaxed
+  std::atomic<std::uint64_t> parks_{0};    // statistics; relaxed
 
   // The core: whoever holds core_mutex_ drives the scheduler.
   std::timed_mutex core_mutex_;

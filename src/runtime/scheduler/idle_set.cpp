@@ -2,6 +2,8 @@
 
 #include <bit>
 
+#include "detail/store_load_barrier.hpp"
+
 namespace volt::detail {
 
 IdleSet::IdleSet(std::uint32_t num_workers)
@@ -10,10 +12,10 @@ IdleSet::IdleSet(std::uint32_t num_workers)
       parked_((num_workers + 63) / 64) {}
 
 std::optional<std::uint32_t> IdleSet::worker_to_notify() noexcept {
-  // seq_cst fence: the pusher's side of the Dekker handshake described at the
-  // top of idle_set.hpp. Either this load sees a parking searcher's decrement,
-  // or that searcher's re-check (after its own fence) sees our pushed work.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // The pusher's side of the Dekker handshake described at the top of
+  // idle_set.hpp. Either this load sees a parking searcher's decrement, or
+  // that searcher's re-check (after its own barrier) sees our pushed work.
+  store_load_barrier(state_);
   if (!should_notify(state_.load(std::memory_order_relaxed))) return std::nullopt;
 
   std::lock_guard lock(mutex_);
@@ -56,9 +58,9 @@ bool IdleSet::transition_to_parked(std::uint32_t worker, bool is_searching) noex
   auto& word = parked_[worker / 64];
   word.store(word.load(std::memory_order_relaxed) | (std::uint64_t{1} << (worker % 64)),
              std::memory_order_release);
-  // Fence: the parker's re-check of the queues (done by the caller) must not be
+  // The parker's re-check of the queues (done by the caller) must not be
   // ordered before the decrement; see the handshake at the top of the header.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  store_load_barrier(state_);
   return is_searching && searching_of(prev) == 1;
 }
 
