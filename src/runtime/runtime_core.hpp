@@ -26,6 +26,13 @@ struct RuntimeConfig {
 
 class RuntimeCore : public Scheduler, public std::enable_shared_from_this<RuntimeCore> {
  public:
+  // Wraps a new core in the shared_ptr its owners share; the deleter drops
+  // the owners' lifetime reference (Scheduler::release_reference) instead of
+  // deleting, so task cells can keep the core alive after the owners left.
+  static std::shared_ptr<RuntimeCore> share(RuntimeCore* core) {
+    return std::shared_ptr<RuntimeCore>(core, [](RuntimeCore* c) { c->release_reference(); });
+  }
+
   // Starts the threads (needs shared_from_this, so not in the constructor).
   virtual void start() = 0;
   // Idempotent. Stops the threads (waiting at most `timeout` for each) and

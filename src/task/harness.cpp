@@ -43,6 +43,10 @@ void task_waker_drop(void* data) noexcept {
 // Step 6. The caller holds `refs` references that end with this poll: the
 // poll's own, plus the owned list's when the caller took the task off the list.
 void complete(TaskHeader* task, TaskState::Word refs) noexcept {
+  // Leave the owned list first, so that whoever the completion wakes sees the
+  // task gone from it (stats, shutdown). Shutdown cannot claim the task in
+  // between: we hold kRunning.
+  if (task->scheduler->release(task)) ++refs;
   TaskState::Snapshot snapshot = task->state.transition_to_complete();
   if (!snapshot.is_join_interested()) {
     // No JoinHandle will read the output; destroying it is our job.
@@ -53,7 +57,6 @@ void complete(TaskHeader* task, TaskState::Word refs) noexcept {
     // meanwhile, it left the waker to us (rule 3 in task_state.hpp).
     if (!task->state.unset_waker_after_complete().is_join_interested()) task->join_waker.reset();
   }
-  if (task->scheduler->release(task)) ++refs;
   if (task->state.transition_to_terminal(refs)) task->vtable->dealloc(task);
 }
 

@@ -58,8 +58,11 @@ struct TaskCell final : TaskHeader {
   static void dealloc(TaskHeader* h) noexcept {
     TaskCell* cell = from(h);
     if (h->root) h->root.destroy();  // a task that never ran (shutdown before poll)
+    Scheduler* scheduler = h->scheduler;
     cell->~TaskCell();
     frame_deallocate(cell, sizeof(TaskCell));
+    // The cell's reference on its scheduler (taken in spawn); may free it.
+    if (scheduler) scheduler->release_reference();
   }
 
   static constexpr TaskVTable kVTable{&finish, &cancel, &drop_output, &dealloc};

@@ -27,6 +27,7 @@
 //   join_waker    rule 3 of task_state.hpp
 #pragma once
 
+#include <atomic>
 #include <coroutine>
 #include <cstdint>
 
@@ -67,7 +68,28 @@ class Scheduler {
   virtual void block_until_complete(TaskHeader* task) = 0;
   virtual bool is_shutting_down() const noexcept = 0;
 
+  // Lifetime. The scheduler is freed when the last of these references goes:
+  // one for its owners together (the Runtime, Handles and worker threads share
+  // it through a shared_ptr whose deleter drops it), plus one per task cell
+  // that exists (taken at spawn, dropped at the cell's deallocation). So
+  // whatever holds a task (a JoinHandle, a waker) may still reach its
+  // scheduler, e.g. a thread blocked in join() while the runtime is being
+  // destroyed.
+  void retain() noexcept {
+    // relaxed: the caller already holds a reference (the owners' or a task's).
+    lifetime_refs_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void release_reference() noexcept {
+    // acq_rel: the last holder must see every other holder's accesses before
+    // deleting (the same argument as shared_ptr).
+    if (lifetime_refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+ protected:
   virtual ~Scheduler() = default;
+
+ private:
+  std::atomic<std::uint64_t> lifetime_refs_{1};
 };
 
 struct TaskHeader {

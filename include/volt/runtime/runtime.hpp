@@ -4,8 +4,9 @@
 //
 // Flavours:
 //  - multi-thread (default): N worker threads (default: the CPU count) with
-//    work stealing. block_on() runs on the calling thread, which waits for the
-//    task and, while every worker is busy, helps by running queued tasks.
+//    work stealing. block_on() spawns the task and the calling thread sleeps
+//    until it completes; if work is queued while every worker is busy, the
+//    sleeping thread is woken to help run queued tasks.
 //  - current-thread: no threads of its own; tasks run on the thread inside
 //    block_on(), one at a time. Tasks spawned from elsewhere wait until some
 //    thread calls block_on().
@@ -56,6 +57,8 @@ template <class T>
 JoinHandle<T> spawn_on(Scheduler* scheduler, Task<T>&& task) {
   if (!task) throw Error(errc::invalid_handle, "spawning an empty Task");
   TaskHeader* header = TaskCell<T>::create(std::move(task));
+  scheduler->retain();  // the cell's reference, dropped at its deallocation
+  header->scheduler = scheduler;
   scheduler->spawn(header);
   return JoinHandle<T>(header);
 }

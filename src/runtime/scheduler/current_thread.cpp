@@ -98,7 +98,7 @@ void CurrentThreadScheduler::block_until_complete(TaskHeader* task) {
   for (;;) {
     if (task->state.load().is_complete()) return;
     // During shutdown nobody drives: shutdown() cancels the task, which wakes us.
-    if (!is_shutting_down() && core_mutex_.try_lock()) {
+    if (!is_shutting_down() && core_.try_lock()) {
       drive();
       continue;
     }
@@ -109,7 +109,7 @@ void CurrentThreadScheduler::block_until_complete(TaskHeader* task) {
     }
     // The holder may have left between our try_lock and registering; if not,
     // its release_core() finds us on the list and wakes us.
-    bool took_core = !is_shutting_down() && core_mutex_.try_lock();
+    bool took_core = !is_shutting_down() && core_.try_lock();
     if (!took_core && !task->state.load().is_complete()) parker.park();
     {
       std::lock_guard lock(waiters_mutex_);
@@ -124,7 +124,7 @@ void CurrentThreadScheduler::block_until_complete(TaskHeader* task) {
 }
 
 void CurrentThreadScheduler::release_core() noexcept {
-  core_mutex_.unlock();
+  core_.unlock();
   std::vector<ThreadParker*> waiters;
   {
     std::lock_guard lock(waiters_mutex_);
@@ -153,11 +153,8 @@ void CurrentThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept
     // Shut down from inside one of our tasks: this thread holds the core, and
     // its drive loop releases the queues when it sees the flag.
     have_core = false;
-  } else if (timeout >= std::chrono::hours(24 * 365)) {
-    core_mutex_.lock();  // "forever": now() + max would overflow
-    have_core = true;
   } else {
-    have_core = core_mutex_.try_lock_for(timeout);
+    have_core = core_.try_lock_for(timeout);
   }
   owned_.close_and_shutdown_all();
   if (have_core) {
@@ -178,7 +175,7 @@ RuntimeStats CurrentThreadScheduler::stats() const {
 }
 
 std::shared_ptr<RuntimeCore> make_current_thread_core(RuntimeConfig config) {
-  return std::make_shared<CurrentThreadScheduler>(std::move(config));
+  return RuntimeCore::share(new CurrentThreadScheduler(std::move(config)));
 }
 
 }  // namespace volt::detail

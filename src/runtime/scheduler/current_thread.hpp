@@ -18,6 +18,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <vector>
 
@@ -66,8 +68,44 @@ class CurrentThreadScheduler final : public RuntimeCore {
   std::atomic<std::uint64_t> polled_{0};   // statistics; relaxed
   std::atomic<std::uint64_t> parks_{0};    // statistics; relaxed
 
-  // The core: whoever holds core_mutex_ drives the scheduler.
-  std::timed_mutex core_mutex_;
+  // The core: whoever holds it drives the scheduler. A flag under a mutex and
+  // condition variable rather than std::timed_mutex: shutdown needs a timed
+  // acquire, and ThreadSanitizer does not intercept the pthread_mutex_clocklock
+  // that timed_mutex::try_lock_for uses (llvm/llvm-project#62623).
+  class CoreLock {
+   public:
+    bool try_lock() noexcept {
+      std::lock_guard lock(mutex_);
+      if (held_) return false;
+      held_ = true;
+      return true;
+    }
+    // Waits until free, at most `timeout` (>= a year: no limit).
+    bool try_lock_for(std::chrono::nanoseconds timeout) {
+      std::unique_lock lock(mutex_);
+      auto is_free = [&] { return !held_; };
+      if (timeout >= std::chrono::hours(24 * 365)) {
+        freed_.wait(lock, is_free);  // now() + max would overflow
+      } else if (!freed_.wait_for(lock, timeout, is_free)) {
+        return false;
+      }
+      held_ = true;
+      return true;
+    }
+    void unlock() noexcept {
+      {
+        std::lock_guard lock(mutex_);
+        held_ = false;
+      }
+      freed_.notify_all();
+    }
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable freed_;
+    bool held_ = false;  // guarded by mutex_
+  };
+  CoreLock core_;
   TaskHeader* local_head_ = nullptr;  // core holder only
   TaskHeader* local_tail_ = nullptr;  // core holder only
   std::uint32_t tick_ = 0;            // core holder only

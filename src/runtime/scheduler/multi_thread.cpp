@@ -143,6 +143,7 @@ void MultiThreadScheduler::block_until_complete(TaskHeader* task) {
     while (!task->state.load().is_complete()) {
       TaskHeader* queued = inject_.pop();
       if (!queued) break;
+      helper_polls_.fetch_add(1, std::memory_order_relaxed);
       poll_task(queued);
     }
     tls_context.scheduler = nullptr;
@@ -220,6 +221,7 @@ RuntimeStats MultiThreadScheduler::stats() const {
   s.live_tasks = owned_.live();
   s.remote_schedules = remote_schedules_.load(std::memory_order_relaxed);
   s.inject_queue_depth = inject_.len();
+  s.total_polled = helper_polls_.load(std::memory_order_relaxed);  // polls by blocked threads
   for (const auto& worker : workers_) {
     WorkerStats w = worker->stats();
     s.total_polled += w.tasks_polled;
@@ -231,7 +233,7 @@ RuntimeStats MultiThreadScheduler::stats() const {
 }
 
 std::shared_ptr<RuntimeCore> make_multi_thread_core(RuntimeConfig config) {
-  return std::make_shared<MultiThreadScheduler>(std::move(config));
+  return RuntimeCore::share(new MultiThreadScheduler(std::move(config)));
 }
 
 }  // namespace volt::detail

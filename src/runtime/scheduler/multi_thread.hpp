@@ -99,6 +99,7 @@ class MultiThreadScheduler final : public RuntimeCore {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> shutting_down_{false};
   std::atomic<std::uint64_t> remote_schedules_{0};  // statistics; relaxed
+  std::atomic<std::uint64_t> helper_polls_{0};      // statistics; relaxed
 
   std::mutex helpers_mutex_;
   BlockedHelper* helpers_ = nullptr;  // guarded by helpers_mutex_

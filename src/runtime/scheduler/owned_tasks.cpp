@@ -2,17 +2,31 @@
 
 namespace volt::detail {
 
+std::uint64_t next_task_id() noexcept {
+  constexpr std::uint64_t kBlock = 256;  // a guess: one shared RMW per 256 spawns
+  // relaxed: ids only need to be unique, not ordered with anything.
+  static std::atomic<std::uint64_t> next_block{1};
+  thread_local std::uint64_t next = 0;
+  thread_local std::uint64_t end = 0;
+  if (next == end) {
+    next = next_block.fetch_add(kBlock, std::memory_order_relaxed);
+    end = next + kBlock;
+  }
+  return next++;
+}
+
 bool OwnedTasks::bind(TaskHeader* task) noexcept {
-  task->id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  task->id = next_task_id();
   Shard& shard = shard_of(task);
   std::lock_guard lock(shard.mutex);
   if (shard.closed) return false;
+  ++shard.bound;
+  ++shard.linked;
   task->owned_prev = nullptr;
   task->owned_next = shard.head;
   if (shard.head) shard.head->owned_prev = task;
   shard.head = task;
   task->owned_linked = true;
-  live_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -27,8 +41,26 @@ bool OwnedTasks::remove(TaskHeader* task) noexcept {
   }
   if (task->owned_next) task->owned_next->owned_prev = task->owned_prev;
   task->owned_linked = false;
-  live_.fetch_sub(1, std::memory_order_relaxed);
+  --shard.linked;
   return true;
+}
+
+std::uint64_t OwnedTasks::live() const noexcept {
+  std::uint64_t n = 0;
+  for (const Shard& shard : shards_) {
+    std::lock_guard lock(shard.mutex);
+    n += shard.linked;
+  }
+  return n;
+}
+
+std::uint64_t OwnedTasks::spawned() const noexcept {
+  std::uint64_t n = 0;
+  for (const Shard& shard : shards_) {
+    std::lock_guard lock(shard.mutex);
+    n += shard.bound;
+  }
+  return n;
 }
 
 void OwnedTasks::close_and_shutdown_all() noexcept {
@@ -46,7 +78,7 @@ void OwnedTasks::close_and_shutdown_all() noexcept {
         shard.head = task->owned_next;
         if (shard.head) shard.head->owned_prev = nullptr;
         task->owned_linked = false;
-        live_.fetch_sub(1, std::memory_order_relaxed);
+        --shard.linked;
       }
       // Outside the lock: cancelling runs destructors that may wake or
       // complete other tasks, which call remove() on this shard.

@@ -34,23 +34,27 @@ class OwnedTasks {
   // it (handing over the list's reference).
   void close_and_shutdown_all() noexcept;
 
-  // relaxed: statistics only.
-  std::uint64_t live() const noexcept { return live_.load(std::memory_order_relaxed); }
-  std::uint64_t spawned() const noexcept { return next_id_.load(std::memory_order_relaxed) - 1; }
+  // Statistics: tasks linked now (sums the shards under their locks), and
+  // tasks ever bound.
+  std::uint64_t live() const noexcept;
+  std::uint64_t spawned() const noexcept;
 
  private:
   static constexpr std::size_t kShards = 32;  // a guess: > workers on common machines
   struct alignas(64) Shard {
-    std::mutex mutex;
+    mutable std::mutex mutex;
     TaskHeader* head = nullptr;  // guarded by mutex
+    std::uint64_t linked = 0;    // guarded by mutex
+    std::uint64_t bound = 0;     // guarded by mutex
     bool closed = false;         // guarded by mutex
   };
   Shard& shard_of(const TaskHeader* task) noexcept { return shards_[task->id % kShards]; }
 
   std::array<Shard, kShards> shards_;
-  // relaxed: ids only need to be unique, not ordered with anything.
-  alignas(64) std::atomic<std::uint64_t> next_id_{1};
-  std::atomic<std::uint64_t> live_{0};
 };
+
+// Process-unique task ids, handed to each thread in blocks so that spawning
+// does not contend on one counter.
+std::uint64_t next_task_id() noexcept;
 
 }  // namespace volt::detail
