@@ -165,6 +165,8 @@ void yield_current(std::coroutine_handle<> suspended) {
 // ---- JoinHandle operations ----
 
 void join_handle_drop(TaskHeader* task) noexcept {
+  // Detached while still running (the common case of a dropped handle).
+  if (task->state.drop_join_handle_fast()) return;
   TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
   if (dropped.drop_output) task->vtable->drop_output(task);
   if (dropped.drop_waker) task->join_waker.reset();

@@ -279,6 +279,21 @@ class TaskState {
     return result;
   }
 
+  // JoinHandle dropped before the task completed and with no waker published:
+  // clears kJoinInterest and drops the handle's reference in one step (there
+  // is no output or waker to release). Returns false, changing nothing, in
+  // every other state; the caller then takes the general path. Cannot drop
+  // the last reference: an incomplete task is still held by the owned list.
+  bool drop_join_handle_fast() noexcept {
+    return update_state_if([&](Word cur, Word& next) {
+      check(cur & kJoinInterest, cur, "drop_join_handle_fast");
+      if (cur & (kComplete | kJoinWaker)) return false;
+      next = (cur & ~kJoinInterest) - kRefOne;
+      check((next & kRefMask) != 0, cur, "drop_join_handle_fast: last reference");
+      return true;
+    });
+  }
+
   // relaxed: the caller already holds a reference, so the object is alive and
   // no data is published by taking another (the same argument as shared_ptr).
   void ref_inc() noexcept {

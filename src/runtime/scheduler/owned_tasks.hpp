@@ -7,7 +7,8 @@
 //
 // Sharded intrusive doubly-linked lists (links in TaskHeader) with one mutex
 // per shard, the shard chosen by task id, so that spawns and completions on
-// different workers rarely meet on a lock. close() refuses further binds;
+// different workers rarely meet on a lock (a SpinLock: the critical
+// sections are a few pointer writes). close() refuses further binds;
 // close_and_shutdown_all() takes every task off and hands it to shutdown_task.
 #pragma once
 
@@ -15,6 +16,8 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+
+#include "detail/spin_lock.hpp"
 
 #include "volt/detail/task_header.hpp"
 
@@ -42,7 +45,7 @@ class OwnedTasks {
  private:
   static constexpr std::size_t kShards = 32;  // a guess: > workers on common machines
   struct alignas(64) Shard {
-    mutable std::mutex mutex;
+    mutable SpinLock mutex;
     TaskHeader* head = nullptr;  // guarded by mutex
     std::uint64_t linked = 0;    // guarded by mutex
     std::uint64_t bound = 0;     // guarded by mutex

@@ -33,6 +33,7 @@ class Parker {
 
  private:
   enum : std::uint32_t { kEmpty = 0, kParkedFutex = 1, kParkedDriver = 2, kNotified = 3 };
+  static constexpr int kYieldsBeforeSleep = 3;
   void park_on_futex() noexcept;
   void park_on_driver(Driver& driver, int timeout_ms) noexcept;
 
