@@ -45,23 +45,17 @@ bool OwnedTasks::remove(TaskHeader* task) noexcept {
   return true;
 }
 
-std::uint64_t OwnedTasks::live() const noexcept {
+std::uint64_t OwnedTasks::sum(std::uint64_t Shard::*counter) const noexcept {
   std::uint64_t n = 0;
   for (const Shard& shard : shards_) {
     std::lock_guard lock(shard.mutex);
-    n += shard.linked;
+    n += shard.*counter;
   }
   return n;
 }
 
-std::uint64_t OwnedTasks::spawned() const noexcept {
-  std::uint64_t n = 0;
-  for (const Shard& shard : shards_) {
-    std::lock_guard lock(shard.mutex);
-    n += shard.bound;
-  }
-  return n;
-}
+std::uint64_t OwnedTasks::live() const noexcept { return sum(&Shard::linked); }
+std::uint64_t OwnedTasks::spawned() const noexcept { return sum(&Shard::bound); }
 
 void OwnedTasks::close_and_shutdown_all() noexcept {
   for (Shard& shard : shards_) {

@@ -52,6 +52,7 @@ class OwnedTasks {
     bool closed = false;         // guarded by mutex
   };
   Shard& shard_of(const TaskHeader* task) noexcept { return shards_[task->id % kShards]; }
+  std::uint64_t sum(std::uint64_t Shard::*counter) const noexcept;
 
   std::array<Shard, kShards> shards_;
 };
