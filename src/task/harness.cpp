@@ -15,6 +15,7 @@
 //   6. Complete: publish kComplete, wake the join waiter or drop the output if
 //      nobody will read it, leave the owned list, drop the poll's references.
 #include <cassert>
+#include <utility>
 
 #include "volt/detail/task_cell.hpp"
 #include "volt/detail/task_header.hpp"
@@ -23,6 +24,7 @@
 namespace volt::detail {
 
 thread_local ThreadContext tls_context{};
+thread_local std::coroutine_handle<> tls_resume_next{};
 
 namespace {
 
@@ -105,7 +107,13 @@ void poll_task(TaskHeader* task) noexcept {
     CurrentTaskScope scope(task);
     if (!task->resume_check || task->resume_check(task->resume_context)) {
       task->resume_check = nullptr;
-      task->resume_point.resume();
+      // The trampoline of task.hpp: each transfer between awaiting tasks
+      // leaves the next coroutine in tls_resume_next.
+      std::coroutine_handle<> next = task->resume_point;
+      do {
+        next.resume();
+        next = std::exchange(tls_resume_next, {});
+      } while (next);
     }
   }
 

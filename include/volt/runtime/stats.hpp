@@ -26,7 +26,8 @@ struct WorkerStats {
 struct RuntimeStats {
   std::size_t num_workers = 0;
   std::uint64_t total_spawned = 0;
-  std::uint64_t total_polled = 0;
+  std::uint64_t total_polled = 0;          // by workers plus blocked_thread_polls
+  std::uint64_t blocked_thread_polls = 0;  // run by threads blocked in block_on/join, helping
   std::uint64_t total_stolen = 0;
   std::uint64_t total_parked = 0;
   std::uint64_t remote_schedules = 0;  // tasks pushed to the inject queue

@@ -221,7 +221,8 @@ RuntimeStats MultiThreadScheduler::stats() const {
   s.live_tasks = owned_.live();
   s.remote_schedules = remote_schedules_.load(std::memory_order_relaxed);
   s.inject_queue_depth = inject_.len();
-  s.total_polled = helper_polls_.load(std::memory_order_relaxed);  // polls by blocked threads
+  s.blocked_thread_polls = helper_polls_.load(std::memory_order_relaxed);
+  s.total_polled = s.blocked_thread_polls;
   for (const auto& worker : workers_) {
     WorkerStats w = worker->stats();
     s.total_polled += w.tasks_polled;
