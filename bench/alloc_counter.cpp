@@ -24,10 +24,10 @@ constinit Counters counters;
 // trace_limit is read from the environment once, by the first Meter::start()
 // (never from inside operator new: getenv there would run before main).
 constinit std::atomic<long> trace_limit{0};      // 0: tracing off
-constinit std::atomic<bool> window_open{false};   // a Meter is running
+constinit std::atomic<bool> window_open{false};  // a Meter is running
 constinit std::atomic<long> window_number{0};
 constinit std::atomic<long> traced_in_window{0};
-thread_local bool in_tracer = false;              // no recursion from backtrace()
+thread_local bool in_tracer = false;  // no recursion from backtrace()
 
 [[gnu::noinline]] void trace(std::size_t size) noexcept {
   if (in_tracer) return;
@@ -35,8 +35,9 @@ thread_local bool in_tracer = false;              // no recursion from backtrace
   if (n >= trace_limit.load(std::memory_order_relaxed)) return;
   in_tracer = true;
   char line[128];
-  int len = std::snprintf(line, sizeof line, "--- alloc trace: window %ld, allocation %ld, %zu bytes\n",
-                          window_number.load(std::memory_order_relaxed), n + 1, size);
+  int len =
+      std::snprintf(line, sizeof line, "--- alloc trace: window %ld, allocation %ld, %zu bytes\n",
+                    window_number.load(std::memory_order_relaxed), n + 1, size);
   if (len > 0) (void)!::write(STDERR_FILENO, line, static_cast<std::size_t>(len));
   void* frames[32];
   int depth = ::backtrace(frames, 32);
@@ -105,8 +106,8 @@ Sample Meter::stop() noexcept {
   const auto elapsed = std::chrono::steady_clock::now() - started_;
   const AllocCounts now = alloc_counts();
   window_open.store(false, std::memory_order_seq_cst);
-  return {std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed), now.allocs - counts_.allocs,
-          now.bytes - counts_.bytes};
+  return {std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed),
+          now.allocs - counts_.allocs, now.bytes - counts_.bytes};
 }
 
 }  // namespace volt_bench
@@ -115,8 +116,12 @@ Sample Meter::stop() noexcept {
 // Every form the standard lets a program replace. The unsized/sized/nothrow
 // delete forms all free with std::free (posix_memalign memory included).
 
-void* operator new(std::size_t size) { return volt_bench::allocate(size); }
-void* operator new[](std::size_t size) { return volt_bench::allocate(size); }
+void* operator new(std::size_t size) {
+  return volt_bench::allocate(size);
+}
+void* operator new[](std::size_t size) {
+  return volt_bench::allocate(size);
+}
 void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
   try {
     return volt_bench::allocate(size);
@@ -152,16 +157,36 @@ void* operator new[](std::size_t size, std::align_val_t align, const std::nothro
   }
 }
 
-void operator delete(void* block) noexcept { std::free(block); }
-void operator delete[](void* block) noexcept { std::free(block); }
-void operator delete(void* block, std::size_t) noexcept { std::free(block); }
-void operator delete[](void* block, std::size_t) noexcept { std::free(block); }
-void operator delete(void* block, const std::nothrow_t&) noexcept { std::free(block); }
-void operator delete[](void* block, const std::nothrow_t&) noexcept { std::free(block); }
-void operator delete(void* block, std::align_val_t) noexcept { std::free(block); }
-void operator delete[](void* block, std::align_val_t) noexcept { std::free(block); }
-void operator delete(void* block, std::size_t, std::align_val_t) noexcept { std::free(block); }
-void operator delete[](void* block, std::size_t, std::align_val_t) noexcept { std::free(block); }
+void operator delete(void* block) noexcept {
+  std::free(block);
+}
+void operator delete[](void* block) noexcept {
+  std::free(block);
+}
+void operator delete(void* block, std::size_t) noexcept {
+  std::free(block);
+}
+void operator delete[](void* block, std::size_t) noexcept {
+  std::free(block);
+}
+void operator delete(void* block, const std::nothrow_t&) noexcept {
+  std::free(block);
+}
+void operator delete[](void* block, const std::nothrow_t&) noexcept {
+  std::free(block);
+}
+void operator delete(void* block, std::align_val_t) noexcept {
+  std::free(block);
+}
+void operator delete[](void* block, std::align_val_t) noexcept {
+  std::free(block);
+}
+void operator delete(void* block, std::size_t, std::align_val_t) noexcept {
+  std::free(block);
+}
+void operator delete[](void* block, std::size_t, std::align_val_t) noexcept {
+  std::free(block);
+}
 void operator delete(void* block, std::align_val_t, const std::nothrow_t&) noexcept {
   std::free(block);
 }

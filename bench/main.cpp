@@ -27,7 +27,8 @@ namespace volt_bench {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: volt_bench [--workers N] [--filter SUBSTR] [--iters N] [--warmup N] [--quick] [--port PORT]\n"
+    "usage: volt_bench [--workers N] [--filter SUBSTR] [--iters N] [--warmup N] [--quick] [--port "
+    "PORT]\n"
     "       volt_bench --serve-http PORT [--workers N]\n"
     "\n"
     "  --workers N        worker threads of the multi-thread runtime (default: number of CPUs)\n"
@@ -49,8 +50,8 @@ constexpr TierFn kTiers[] = {
     // Tier 2: channels (channels.cpp, not yet written)
     // Tier 3: async, multi-task (contended.cpp, not yet written)
     scheduler_benches,  // Tier 4: scheduler
-    // Tier 5: time (timers.cpp, not yet written)
-    // Tier 6: network (net.cpp, not yet written)
+                        // Tier 5: time (timers.cpp, not yet written)
+                        // Tier 6: network (net.cpp, not yet written)
 };
 
 struct UsageError {
@@ -131,7 +132,8 @@ std::string json_number(double x) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.6f", x);
   std::string text = buffer;
-  while (!text.empty() && text.back() == '0') text.pop_back();
+  while (!text.empty() && text.back() == '0')
+    text.pop_back();
   if (!text.empty() && text.back() == '.') text.push_back('0');
   return text;
 }
@@ -255,7 +257,8 @@ int run(int argc, char** argv) {
   }
 
   if (config.serve_http >= 0) {
-    std::fprintf(stderr, "error: --serve-http: the network tier (http_plaintext) is not implemented yet\n");
+    std::fprintf(stderr,
+                 "error: --serve-http: the network tier (http_plaintext) is not implemented yet\n");
     return 2;
   }
 
@@ -266,7 +269,8 @@ int run(int argc, char** argv) {
       if (bench.name.find(config.filter) == std::string_view::npos) continue;
       std::fprintf(stderr, "%-24.*s", static_cast<int>(bench.name.size()), bench.name.data());
       auto started = std::chrono::steady_clock::now();
-      Record record = bench.workload == Workload::Http ? bench.http(config) : measure(bench, config);
+      Record record =
+          bench.workload == Workload::Http ? bench.http(config) : measure(bench, config);
       std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - started;
       std::fprintf(stderr, " done in %.2fms\n", took.count());
       std::printf("%s\n", to_json(record).c_str());

@@ -54,7 +54,8 @@ volt::Task<Sample> spawn_many_local(std::uint64_t ops) {
   Meter meter = Meter::start();
   auto [finished_tx, finished_rx] = volt::oneshot::channel<Unit>();
   auto countdown = std::make_shared<Countdown>(ops, std::move(finished_tx));
-  for (std::uint64_t i = 0; i < ops; ++i) (void)volt::spawn(count_down(countdown));  // detached
+  for (std::uint64_t i = 0; i < ops; ++i)
+    (void)volt::spawn(count_down(countdown));  // detached
   co_await finished_rx;
   co_return meter.stop();
 }
@@ -76,7 +77,8 @@ class Latch {
     }
   }
   void wait() {
-    while (remaining_.load(std::memory_order_acquire) != 0) unparked_.wait(0, std::memory_order_acquire);
+    while (remaining_.load(std::memory_order_acquire) != 0)
+      unparked_.wait(0, std::memory_order_acquire);
   }
 
  private:
@@ -95,14 +97,17 @@ volt::Task<void> latch_count_down(std::shared_ptr<Latch> latch) {
 Sample spawn_many_remote(volt::Runtime& runtime, std::uint64_t ops) {
   Meter meter = Meter::start();
   auto latch = std::make_shared<Latch>(ops);
-  for (std::uint64_t i = 0; i < ops; ++i) (void)runtime.spawn(latch_count_down(latch));  // detached
+  for (std::uint64_t i = 0; i < ops; ++i)
+    (void)runtime.spawn(latch_count_down(latch));  // detached
   latch->wait();
   return meter.stop();
 }
 
 // ---- spawn_await ----
 
-volt::Task<std::uint64_t> return_value(std::uint64_t value) { co_return value; }
+volt::Task<std::uint64_t> return_value(std::uint64_t value) {
+  co_return value;
+}
 
 // Inside one task, serially: spawn a trivial task returning an int and await
 // its join handle.
@@ -118,7 +123,8 @@ volt::Task<Sample> spawn_await(std::uint64_t ops) {
 // ---- yield_many ----
 
 volt::Task<void> yielder(std::uint64_t yields) {
-  for (std::uint64_t i = 0; i < yields; ++i) co_await volt::yield_now();
+  for (std::uint64_t i = 0; i < yields; ++i)
+    co_await volt::yield_now();
 }
 
 // 200 tasks each yield ops / 200 times (1,000 in a full run); ns_per_op is per yield.
@@ -128,8 +134,10 @@ volt::Task<Sample> yield_many(std::uint64_t ops) {
   Meter meter = Meter::start();
   std::vector<volt::JoinHandle<void>> tasks;  // Tokio: one Vec, collected
   tasks.reserve(kTasks);
-  for (std::uint64_t i = 0; i < kTasks; ++i) tasks.push_back(volt::spawn(yielder(yields)));
-  for (auto& task : tasks) co_await task;
+  for (std::uint64_t i = 0; i < kTasks; ++i)
+    tasks.push_back(volt::spawn(yielder(yields)));
+  for (auto& task : tasks)
+    co_await task;
   co_return meter.stop();
 }
 
@@ -141,13 +149,15 @@ volt::Task<Sample> yield_many(std::uint64_t ops) {
 // off from the handle, so resuming it re-runs the initial suspend and the body
 // never runs (it also writes past the frame). Fixed in later GCC releases;
 // clang is not affected.
-volt::Task<void> pinger(volt::oneshot::Sender<Unit> ping_tx, volt::oneshot::Receiver<Unit> pong_rx) {
+volt::Task<void> pinger(volt::oneshot::Sender<Unit> ping_tx,
+                        volt::oneshot::Receiver<Unit> pong_rx) {
   if (ping_tx.send(Unit{})) throw std::logic_error("ping_pong: the ponger is gone");
   std::optional<Unit> pong = co_await pong_rx;
   if (!pong) throw std::logic_error("ping_pong: the ponger did not answer");
 }
 
-volt::Task<void> ponger(volt::oneshot::Receiver<Unit> ping_rx, volt::oneshot::Sender<Unit> pong_tx) {
+volt::Task<void> ponger(volt::oneshot::Receiver<Unit> ping_rx,
+                        volt::oneshot::Sender<Unit> pong_tx) {
   std::optional<Unit> ping = co_await ping_rx;
   if (!ping) throw std::logic_error("ping_pong: the pinger did not send");
   if (pong_tx.send(Unit{})) throw std::logic_error("ping_pong: the pinger is gone");
@@ -164,7 +174,8 @@ volt::Task<void> exchange() {
 }
 
 volt::Task<void> lane(std::uint64_t rounds) {
-  for (std::uint64_t i = 0; i < rounds; ++i) co_await volt::spawn(exchange());
+  for (std::uint64_t i = 0; i < rounds; ++i)
+    co_await volt::spawn(exchange());
 }
 
 // 4 lanes each run their share of the ops one after the other (one op: spawn
@@ -175,7 +186,8 @@ volt::Task<Sample> ping_pong(std::uint64_t ops) {
   std::array<volt::JoinHandle<void>, kLanes> lanes{
       volt::spawn(lane(share(ops, kLanes, 0))), volt::spawn(lane(share(ops, kLanes, 1))),
       volt::spawn(lane(share(ops, kLanes, 2))), volt::spawn(lane(share(ops, kLanes, 3)))};
-  for (auto& lane_task : lanes) co_await lane_task;
+  for (auto& lane_task : lanes)
+    co_await lane_task;
   co_return meter.stop();
 }
 
@@ -218,6 +230,8 @@ constexpr std::array kBenches{
 
 }  // namespace
 
-std::span<const Bench> scheduler_benches() { return kBenches; }
+std::span<const Bench> scheduler_benches() {
+  return kBenches;
+}
 
 }  // namespace volt_bench

@@ -12,8 +12,8 @@
 //   4. Otherwise transition_to_idle: woken during the poll -> back to the queue
 //      (behind the work there, as a yield); cancelled during the poll -> 5.
 //   5. Cancel: destroy the frame where it is suspended, record the reason.
-//   6. Complete: publish kComplete, wake the join waiter or drop the output if
-//      nobody will read it, leave the owned list, drop the poll's references.
+//   6. Complete: leave the owned list, publish kComplete, wake the join waiter
+//      or drop the output if nobody will read it, drop the poll's references.
 #include <cassert>
 #include <utility>
 

@@ -53,8 +53,10 @@ struct TaskVTable {
 // current-thread schedulers.
 class Scheduler {
  public:
-  // Takes the three initial references of a new task: binds it to the owned
-  // list and queues it, or, if shut down, cancels it with runtime_shutdown.
+  // Takes the three initial references of a new task (whose `scheduler` the
+  // caller set to this, with a lifetime reference: see spawn_on): binds it to
+  // the owned list and queues it, or, if shut down, cancels it with
+  // runtime_shutdown.
   virtual void spawn(TaskHeader* task) noexcept = 0;
   // Queues a woken task; the call owns the queue entry's reference.
   virtual void schedule(TaskHeader* task) noexcept = 0;

@@ -13,7 +13,6 @@ CurrentThreadScheduler::CurrentThreadScheduler(RuntimeConfig config) : config_(s
 CurrentThreadScheduler::~CurrentThreadScheduler() = default;
 
 void CurrentThreadScheduler::spawn(TaskHeader* task) noexcept {
-  task->scheduler = this;
   if (!owned_.bind(task)) {
     (void)task->state.ref_dec();  // the unused owned-list reference; see multi_thread.cpp
     shutdown_task(task);

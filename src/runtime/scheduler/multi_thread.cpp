@@ -47,7 +47,6 @@ void MultiThreadScheduler::worker_exited() noexcept {
 }
 
 void MultiThreadScheduler::spawn(TaskHeader* task) noexcept {
-  task->scheduler = this;
   if (!owned_.bind(task)) {
     // Shut down. Of the three initial references, the owned list's is never
     // used; shutdown_task consumes the queue entry's as the list's would be.

@@ -54,8 +54,12 @@ std::uint64_t OwnedTasks::sum(std::uint64_t Shard::*counter) const noexcept {
   return n;
 }
 
-std::uint64_t OwnedTasks::live() const noexcept { return sum(&Shard::linked); }
-std::uint64_t OwnedTasks::spawned() const noexcept { return sum(&Shard::bound); }
+std::uint64_t OwnedTasks::live() const noexcept {
+  return sum(&Shard::linked);
+}
+std::uint64_t OwnedTasks::spawned() const noexcept {
+  return sum(&Shard::bound);
+}
 
 void OwnedTasks::close_and_shutdown_all() noexcept {
   for (Shard& shard : shards_) {
