@@ -159,11 +159,13 @@ void MultiThreadScheduler::wake_helper() noexcept {
     if (helpers_) helpers_->prev = nullptr;
     helper->claimed = true;
     num_helpers_.fetch_sub(1, std::memory_order_relaxed);
-    // The helper may return and free its BlockedHelper as soon as we unlock,
-    // but its parker is the thread's own and outlives the thread's use of it.
+    // The helper may return (freeing its BlockedHelper) and its thread may
+    // even exit as soon as we unlock: hold a reference on the parker.
     parker = helper->parker;
+    parker->retain();
   }
   parker->unpark();
+  parker->release();
 }
 
 void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
