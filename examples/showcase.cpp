@@ -94,10 +94,11 @@ int main(int argc, char** argv) {
 
   volt::RuntimeStats stats = rt.stats();
   std::printf(
-      "\nruntime: %zu workers, %llu tasks spawned, %llu polls, %llu stolen, %llu parks, "
-      "%llu still alive\n",
+      "\nruntime: %zu workers, %llu tasks spawned, %llu polls (%llu by the main thread "
+      "while it waited in block_on), %llu stolen, %llu parks, %llu still alive\n",
       stats.num_workers, static_cast<unsigned long long>(stats.total_spawned),
       static_cast<unsigned long long>(stats.total_polled),
+      static_cast<unsigned long long>(stats.blocked_thread_polls),
       static_cast<unsigned long long>(stats.total_stolen),
       static_cast<unsigned long long>(stats.total_parked),
       static_cast<unsigned long long>(stats.live_tasks));
