@@ -47,7 +47,6 @@ void Driver::park(int timeout_ms) noexcept {
 }
 
 void Driver::unpark() noexcept {
-  unparks_.fetch_add(1, std::memory_order_relaxed);
   std::uint64_t one = 1;
   // EAGAIN only when the counter is near overflow: it is readable either way.
   [[maybe_unused]] ssize_t r = ::write(event_fd_, &one, sizeof one);

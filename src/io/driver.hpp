@@ -42,13 +42,10 @@ class Driver {
   // Any thread. Makes the current or next park() return.
   void unpark() noexcept;
 
-  std::uint64_t unpark_count() const noexcept { return unparks_.load(std::memory_order_relaxed); }
-
  private:
   int epoll_fd_ = -1;
   int event_fd_ = -1;
   std::atomic<bool> held_{false};
-  std::atomic<std::uint64_t> unparks_{0};  // statistics only
 };
 
 }  // namespace volt::detail

@@ -63,10 +63,6 @@ class Waker {
       vtable->drop(std::exchange(data_, nullptr));
     }
   }
-  // True when both wake the same party (a stored waker need not be replaced).
-  bool will_wake(const Waker& other) const noexcept {
-    return vtable_ == other.vtable_ && data_ == other.data_;
-  }
 
  private:
   const WakerVTable* vtable_ = nullptr;

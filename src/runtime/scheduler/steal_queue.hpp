@@ -79,7 +79,7 @@ class BasicStealQueue {
         push_or_drop(inject, task, task, 1);
         return true;
       }
-      if (push_overflow(task, real, tail, inject)) return true;
+      if (push_overflow(task, real, inject)) return true;
       // A stealer claimed tasks between our load and CAS: there is room now.
     }
   }
@@ -158,12 +158,10 @@ class BasicStealQueue {
     }
   }
 
-  bool push_overflow(TaskHeader* task, std::uint16_t real, std::uint16_t tail,
-                     InjectQueue& inject) noexcept {
+  bool push_overflow(TaskHeader* task, std::uint16_t real, InjectQueue& inject) noexcept {
     constexpr std::uint16_t kHalf = Capacity / 2;
     std::uint32_t expected = pack(real, real);
     std::uint16_t next_head = static_cast<std::uint16_t>(real + kHalf);
-    (void)tail;
     // acq_rel: acquire orders our reads of the claimed slots after any steal
     // that freed them; release publishes the new head to stealers.
     if (!head_.compare_exchange_strong(expected, pack(next_head, next_head),
