@@ -20,6 +20,8 @@ class VoltCategory final : public std::error_category {
         return "no volt runtime on this thread";
       case errc::invalid_argument:
         return "invalid argument";
+      case errc::timed_out:
+        return "deadline elapsed before the operation completed";
     }
     return "unknown volt error";
   }

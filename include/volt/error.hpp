@@ -28,6 +28,8 @@ enum class errc {
   no_runtime,
   // A Builder setting or argument is out of range (zero worker threads, ...).
   invalid_argument,
+  // volt::timeout: the deadline passed before the wrapped operation completed.
+  timed_out,
 };
 
 const std::error_category& volt_category() noexcept;

@@ -9,7 +9,7 @@
 
 namespace volt::detail {
 
-Driver::Driver() {
+Driver::Driver(bool start_paused) : time_(start_paused) {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) throw std::system_error(errno, std::system_category(), "epoll_create1");
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -34,9 +34,11 @@ Driver::~Driver() {
   ::close(epoll_fd_);
 }
 
-void Driver::park(int timeout_ms) noexcept {
+void Driver::park(bool block) noexcept {
+  const int timeout_ms = block ? time_.park_timeout_ms() : 0;
   epoll_event events[64];
   int n = ::epoll_wait(epoll_fd_, events, 64, timeout_ms);
+  if (block) time_.unparked();
   for (int i = 0; i < n; ++i) {
     if (events[i].data.ptr == nullptr) {
       std::uint64_t value;
@@ -44,6 +46,7 @@ void Driver::park(int timeout_ms) noexcept {
       [[maybe_unused]] ssize_t r = ::read(event_fd_, &value, sizeof value);
     }
   }
+  time_.process();
 }
 
 void Driver::unpark() noexcept {

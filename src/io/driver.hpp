@@ -13,19 +13,27 @@
 // while nobody is in epoll_wait leaves the eventfd readable, so the next park
 // returns at once (a harmless spurious wake-up, never a lost one).
 //
-// This issue builds the shape: the eventfd is the only registered source, and
-// the timeout is "none" (block until unparked). The time driver supplies a
-// deadline and the I/O driver registers sockets here.
+// Timers: the driver owns the TimeDriver. A blocking park sleeps until the
+// next timer deadline (TimeDriver::park_timeout_ms, which also arranges for an
+// earlier registration to write the eventfd), and every park, blocking or
+// not, fires the timers that came due before returning. So whoever holds the
+// driver also runs the timer wheel, and a busy runtime's maintenance poll
+// (park(false)) keeps timers firing when no worker is idle.
+//
+// I/O sources are registered here by the I/O driver (a later issue); today the
+// eventfd is the only one.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
+#include "time/time_driver.hpp"
+
 namespace volt::detail {
 
 class Driver {
  public:
-  Driver();
+  explicit Driver(bool start_paused = false);
   ~Driver();
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
@@ -35,14 +43,18 @@ class Driver {
   bool try_acquire() noexcept { return !held_.exchange(true, std::memory_order_acquire); }
   void release() noexcept { held_.store(false, std::memory_order_release); }
 
-  // Holder only. Blocks until unparked or `timeout_ms` elapses (-1: no limit,
-  // 0: just poll). Dispatches whatever became ready.
-  void park(int timeout_ms) noexcept;
+  // Holder only. With `block`, sleeps until unparked, an event, or the next
+  // timer deadline; without, only polls. Then dispatches whatever became
+  // ready and fires due timers.
+  void park(bool block) noexcept;
 
   // Any thread. Makes the current or next park() return.
   void unpark() noexcept;
 
+  TimeDriver& time() noexcept { return time_; }
+
  private:
+  TimeDriver time_;
   int epoll_fd_ = -1;
   int event_fd_ = -1;
   std::atomic<bool> held_{false};

@@ -10,6 +10,52 @@ namespace detail {
 Scheduler* core_scheduler(RuntimeCore& core) noexcept {
   return &core;
 }
+
+Scheduler* blocking_scheduler(RuntimeCore& core) noexcept {
+  return &core.blocking();
+}
+
+Scheduler* current_blocking_scheduler() {
+  RuntimeCore* core = RuntimeCore::current();
+  if (!core) throw Error(errc::no_runtime, "volt::spawn_blocking outside a runtime");
+  return &core->blocking();
+}
+
+RuntimeCore::RuntimeCore(RuntimeConfig config)
+    : config_(std::move(config)), driver_(config_.start_paused) {
+  BlockingPoolConfig pool;
+  pool.max_threads = config_.max_blocking_threads;
+  pool.keep_alive = config_.blocking_keep_alive;
+  pool.thread_name = config_.thread_name;
+  pool.on_thread_start = config_.on_thread_start;
+  pool.on_thread_stop = config_.on_thread_stop;
+  blocking_ = new BlockingPool(std::move(pool), this);
+}
+
+RuntimeCore::~RuntimeCore() {
+  blocking_->release_reference();
+}
+
+void RuntimeCore::shutdown_blocking(std::chrono::steady_clock::time_point deadline) noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  const std::chrono::nanoseconds left =
+      deadline == std::chrono::steady_clock::time_point::max()
+          ? std::chrono::nanoseconds::max()
+          : std::max(std::chrono::nanoseconds::zero(),
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now));
+  blocking_->shutdown(left);
+}
+
+void RuntimeCore::fill_stats(RuntimeStats& s) const {
+  BlockingPoolStats pool = blocking_->stats();
+  s.blocking_threads = pool.threads;
+  s.idle_blocking_threads = pool.idle_threads;
+  s.blocking_queue_depth = pool.queue_depth;
+  // const_cast: reading counters only; the driver's accessors are not const.
+  TimeDriver& time = const_cast<Driver&>(driver_).time();
+  s.active_timers = time.active_timers();
+  s.timers_fired = time.fired_timers();
+}
 }  // namespace detail
 
 Runtime Runtime::Builder::build() const {
@@ -20,6 +66,14 @@ Runtime Runtime::Builder::build() const {
     workers = std::thread::hardware_concurrency();
     if (workers == 0) workers = 1;
   }
+  if (max_blocking_threads_ == 0)
+    throw Error(errc::invalid_argument, "max_blocking_threads must be at least 1");
+  if (max_blocking_threads_ > 65536)
+    throw Error(errc::invalid_argument, "max_blocking_threads must be at most 65536");
+  if (keep_alive_ < std::chrono::nanoseconds::zero())
+    throw Error(errc::invalid_argument, "thread_keep_alive must not be negative");
+  if (start_paused_ && !current_thread_)
+    throw Error(errc::invalid_argument, "start_paused needs the current-thread flavour");
   if (!current_thread_) {
     if (workers == 0) throw Error(errc::invalid_argument, "worker_threads must be at least 1");
     // The idle set's counters are 32-bit; far above any real machine.
@@ -27,6 +81,9 @@ Runtime Runtime::Builder::build() const {
   }
   config.worker_threads = static_cast<std::uint32_t>(current_thread_ ? 1 : workers);
   config.thread_name = thread_name_;
+  config.start_paused = start_paused_;
+  config.max_blocking_threads = static_cast<std::uint32_t>(max_blocking_threads_);
+  config.blocking_keep_alive = keep_alive_;
   config.on_thread_start = on_thread_start_;
   config.on_thread_stop = on_thread_stop_;
   std::shared_ptr<detail::RuntimeCore> core = current_thread_
@@ -55,10 +112,12 @@ void Runtime::shutdown_timeout(std::chrono::nanoseconds timeout) {
 }
 
 Handle Handle::current() {
-  detail::Scheduler* scheduler = detail::tls_context.scheduler;
-  if (!scheduler) throw Error(errc::no_runtime, "Handle::current outside a runtime");
-  // Every Scheduler volt creates is a RuntimeCore.
-  return Handle(static_cast<detail::RuntimeCore*>(scheduler)->shared_from_this());
+  detail::RuntimeCore* core = detail::RuntimeCore::current();
+  if (!core) throw Error(errc::no_runtime, "Handle::current outside a runtime");
+  // A blocking-pool thread may outlive its Runtime (shutdown_timeout).
+  std::shared_ptr<detail::RuntimeCore> shared = core->weak_from_this().lock();
+  if (!shared) throw Error(errc::runtime_shutdown, "Handle::current: the runtime is gone");
+  return Handle(std::move(shared));
 }
 
 RuntimeStats Handle::stats() const {

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "io/driver.hpp"
+#include "runtime/blocking/blocking_pool.hpp"
 #include "volt/detail/task_header.hpp"
 #include "volt/runtime/stats.hpp"
 
@@ -18,7 +20,10 @@ namespace volt::detail {
 
 struct RuntimeConfig {
   bool current_thread = false;
+  bool start_paused = false;
   std::uint32_t worker_threads = 1;
+  std::uint32_t max_blocking_threads = 512;
+  std::chrono::nanoseconds blocking_keep_alive = std::chrono::seconds(10);
   std::string thread_name;
   std::function<void()> on_thread_start;
   std::function<void()> on_thread_stop;
@@ -26,6 +31,9 @@ struct RuntimeConfig {
 
 class RuntimeCore : public Scheduler, public std::enable_shared_from_this<RuntimeCore> {
  public:
+  explicit RuntimeCore(RuntimeConfig config);
+  ~RuntimeCore() override;
+
   // Wraps a new core in the shared_ptr its owners share; the deleter drops
   // the owners' lifetime reference (Scheduler::release_reference) instead of
   // deleting, so task cells can keep the core alive after the owners left.
@@ -39,6 +47,30 @@ class RuntimeCore : public Scheduler, public std::enable_shared_from_this<Runtim
   // cancels every remaining task.
   virtual void shutdown(std::chrono::nanoseconds timeout) noexcept = 0;
   virtual RuntimeStats stats() const = 0;
+
+  const RuntimeConfig& config() const noexcept { return config_; }
+  // The I/O driver, and through it the timers (driver().time()).
+  Driver& driver() noexcept { return driver_; }
+  BlockingPool& blocking() noexcept { return *blocking_; }
+
+  // The runtime the calling thread runs tasks for or has entered (a
+  // blocking-pool thread); nullptr elsewhere.
+  static RuntimeCore* current() noexcept {
+    Scheduler* s = tls_context.scheduler ? tls_context.scheduler : tls_context.entered;
+    return static_cast<RuntimeCore*>(s);  // every Scheduler in the TLS is a RuntimeCore
+  }
+
+ protected:
+  // Blocking-pool part of shutdown, after the workers stopped: bounded by
+  // what is left of the caller's timeout.
+  void shutdown_blocking(std::chrono::steady_clock::time_point deadline) noexcept;
+  void fill_stats(RuntimeStats& s) const;
+
+  RuntimeConfig config_;
+  Driver driver_;
+
+ private:
+  BlockingPool* blocking_;  // holds the pool's owner reference
 };
 
 std::shared_ptr<RuntimeCore> make_multi_thread_core(RuntimeConfig config);

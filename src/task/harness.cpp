@@ -6,7 +6,7 @@
 //   1. transition_to_running. Cancelled (aborted while queued) -> step 5.
 //   2. Install the task as this thread's current task, refill the cooperative
 //      budget, and, if the suspended leaf's readiness test passes (or it has
-//      none), resume the innermost suspended coroutine (resume_point).
+//      none), resume the innermost suspended coroutine (ResumeSlot::poll).
 //   3. Root frame done -> move the outcome into the output slot, destroy the
 //      frame, complete (step 6).
 //   4. Otherwise transition_to_idle: woken during the poll -> back to the queue
@@ -69,21 +69,43 @@ errc cancel_reason(TaskHeader* task) noexcept {
 class CurrentTaskScope {
  public:
   explicit CurrentTaskScope(TaskHeader* task) noexcept
-      : saved_task_(tls_context.current_task), saved_budget_(tls_context.budget) {
+      : saved_task_(tls_context.current_task),
+        saved_slot_(tls_context.slot),
+        saved_budget_(tls_context.budget) {
     tls_context.current_task = task;
+    tls_context.slot = &task->resume;
     tls_context.budget = kCoopBudget;
   }
   ~CurrentTaskScope() {
     tls_context.current_task = saved_task_;
+    tls_context.slot = saved_slot_;
     tls_context.budget = saved_budget_;
   }
 
  private:
   TaskHeader* saved_task_;
+  ResumeSlot* saved_slot_;
   int saved_budget_;
 };
 
 }  // namespace
+
+bool ResumeSlot::poll() noexcept {
+  if (check && !check(context)) return false;
+  check = nullptr;
+  ResumeSlot* saved = std::exchange(tls_context.slot, this);
+  // The trampoline of task.hpp: each transfer between awaiting tasks leaves
+  // the next coroutine in tls_resume_next. A nested poll (a branch driven from
+  // inside a check or an await_suspend) drains it completely before
+  // returning, so the outer loop never sees the inner chain's transfers.
+  std::coroutine_handle<> next = point;
+  do {
+    next.resume();
+    next = std::exchange(tls_resume_next, {});
+  } while (next);
+  tls_context.slot = saved;
+  return true;
+}
 
 const WakerVTable kTaskWakerVTable{&task_waker_clone, &task_waker_wake, &task_waker_wake_by_ref,
                                    &task_waker_drop};
@@ -105,16 +127,7 @@ void poll_task(TaskHeader* task) noexcept {
 
   {
     CurrentTaskScope scope(task);
-    if (!task->resume_check || task->resume_check(task->resume_context)) {
-      task->resume_check = nullptr;
-      // The trampoline of task.hpp: each transfer between awaiting tasks
-      // leaves the next coroutine in tls_resume_next.
-      std::coroutine_handle<> next = task->resume_point;
-      do {
-        next.resume();
-        next = std::exchange(tls_resume_next, {});
-      } while (next);
-    }
+    task->resume.poll();
   }
 
   if (task->root.done()) {

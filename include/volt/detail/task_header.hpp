@@ -14,16 +14,9 @@
 //                 links in OwnedTasks; guarded by that shard's lock
 //   id            immutable after spawn
 //   root          the spawned Task's coroutine frame; owner of kRunning only
-//   resume_point  innermost suspended coroutine of the task; written by the
-//                 leaf awaiter that suspends (under kRunning), read by the next
-//                 poll (under kRunning): the state word orders the two
-//   resume_check, resume_context
-//                 optional readiness test of that leaf, same ownership. A poll
-//                 resumes the coroutine only if the test passes, so a wake-up
-//                 that finds the awaited condition false (a spurious or stale
-//                 wake, a value taken by another receiver) leaves the task
-//                 suspended instead of resuming an awaiter that is not ready.
-//                 The test runs as part of the poll and may re-register wakers.
+//   resume        where the task continues (ResumeSlot below); written by
+//                 the leaf awaiter that suspends (under kRunning), read by the
+//                 next poll (under kRunning): the state word orders the two
 //   join_waker    rule 3 of task_state.hpp
 #pragma once
 
@@ -38,6 +31,31 @@
 namespace volt::detail {
 
 struct TaskHeader;
+
+// Where a suspended chain of coroutines continues, and the readiness test of
+// the leaf awaiter it is suspended in. A task has one (TaskHeader::resume); a
+// combinator that runs several chains inside one task (timeout, select) has
+// one per chain (Branch, branch.hpp), and the leaf writes whichever slot is
+// current on its thread (tls_context.slot).
+//
+// A poll resumes `point` only if `check` is null or passes, so a wake-up that
+// finds the awaited condition false (a spurious or stale wake, a value taken
+// by another receiver, another branch's wake) leaves the chain suspended
+// instead of resuming an awaiter that is not ready. Every leaf that can be
+// resumed only when ready must therefore supply a check; a null check means
+// "resume on any wake" (yield_now). The check runs as part of the poll, with
+// the task current, and may re-register wakers or drive nested chains.
+struct ResumeSlot {
+  std::coroutine_handle<> point;
+  bool (*check)(void* context) noexcept = nullptr;
+  void* context = nullptr;
+
+  // Runs the check; if it passes, makes this the thread's current slot and
+  // resumes `point`, following Task-to-Task transfers (the trampoline of
+  // task.hpp) until the chain suspends again or ends. Returns whether it
+  // resumed. Implemented in src/task/harness.cpp.
+  bool poll() noexcept;
+};
 
 struct TaskVTable {
   // Moves the root frame's outcome into the output slot, destroys the frame.
@@ -96,7 +114,7 @@ class Scheduler {
 
 struct TaskHeader {
   explicit TaskHeader(const TaskVTable* vt, std::coroutine_handle<> frame) noexcept
-      : vtable(vt), root(frame), resume_point(frame) {}
+      : vtable(vt), root(frame), resume{frame} {}
 
   TaskState state;
   const TaskVTable* vtable;
@@ -107,9 +125,7 @@ struct TaskHeader {
   std::uint64_t id = 0;
   bool owned_linked = false;
   std::coroutine_handle<> root;
-  std::coroutine_handle<> resume_point;
-  bool (*resume_check)(void* context) noexcept = nullptr;
-  void* resume_context = nullptr;
+  ResumeSlot resume;
   Waker join_waker;
 
   // --- wake-up entry points used by task wakers ---
@@ -148,7 +164,11 @@ struct ThreadContext {
   Scheduler* scheduler;      // runtime this thread is running tasks for, if any
   void* worker;              // scheduler-private per-thread state (a Worker)
   TaskHeader* current_task;  // task being polled on this thread
+  ResumeSlot* slot;          // where a suspending leaf records itself (see ResumeSlot)
   int budget;                // cooperative budget left in this poll
+  // Runtime entered without running its tasks (a blocking-pool thread): what
+  // Handle::current() and volt::spawn() use when `scheduler` is null.
+  Scheduler* entered;
 };
 extern thread_local ThreadContext tls_context;
 
@@ -164,15 +184,17 @@ void shutdown_task(TaskHeader* task) noexcept;
 // The task being polled on this thread; throws Error(no_runtime) outside one.
 TaskHeader* current_task_or_throw();
 
-// Records where the current task is suspended and, optionally, the test that
-// must pass before it is resumed (see resume_check above).
+// Records where the current chain is suspended and, optionally, the test that
+// must pass before it is resumed (see ResumeSlot). Returns the current task,
+// whose waker the caller registers with whatever it waits on.
 inline TaskHeader* suspend_current(std::coroutine_handle<> suspended,
                                    bool (*check)(void*) noexcept = nullptr,
                                    void* context = nullptr) {
   TaskHeader* task = current_task_or_throw();
-  task->resume_point = suspended;
-  task->resume_check = check;
-  task->resume_context = context;
+  ResumeSlot* slot = tls_context.slot;
+  slot->point = suspended;
+  slot->check = check;
+  slot->context = context;
   return task;
 }
 

@@ -18,13 +18,20 @@
 //  - block_on() from a thread that is running tasks of any volt runtime throws
 //    volt::Error(errc::blocking_in_runtime) (it would block that worker).
 //  - Builder::build() throws volt::Error(errc::invalid_argument) for zero
-//    worker threads.
+//    worker threads, zero max_blocking_threads, a negative keep-alive, or
+//    start_paused on the multi-thread flavour.
+//  - spawn_blocking(fn) runs fn on the blocking pool (threads made on demand,
+//    at most max_blocking_threads, idle ones leave after thread_keep_alive)
+//    and returns a JoinHandle for its result or exception; see
+//    volt/task/spawn_blocking.hpp.
 //  - Destroying the runtime shuts it down: workers stop after their current
 //    poll, every task still alive (queued, waiting or never run) is cancelled
 //    and its frame destroyed, and join handles report errc::runtime_shutdown.
 //    shutdown_timeout(d) does the same but waits at most d for workers that are
 //    inside a long poll; those finish in the background and clean up after
-//    themselves.
+//    themselves. Blocking-pool work that has not started is cancelled
+//    (errc::runtime_shutdown); running blocking work is waited for, within
+//    the same bound d.
 //
 // Example:
 //
@@ -40,6 +47,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "volt/detail/task_cell.hpp"
 #include "volt/error.hpp"
@@ -52,6 +60,25 @@ namespace volt {
 namespace detail {
 class RuntimeCore;  // src/runtime/runtime_core.hpp
 Scheduler* core_scheduler(RuntimeCore& core) noexcept;
+Scheduler* blocking_scheduler(RuntimeCore& core) noexcept;
+// The blocking pool of the calling thread's runtime; throws Error(no_runtime).
+Scheduler* current_blocking_scheduler();
+// The runtime the calling thread runs tasks for or has entered, or nullptr.
+inline Scheduler* current_scheduler() noexcept {
+  return tls_context.scheduler ? tls_context.scheduler : tls_context.entered;
+}
+
+// The one-poll task a blocking function runs in. The function is moved into
+// the frame; its result or exception becomes the task's output.
+template <class F>
+Task<std::invoke_result_t<F&>> run_blocking(F fn) {
+  if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
+    fn();
+    co_return;
+  } else {
+    co_return fn();
+  }
+}
 
 template <class T>
 JoinHandle<T> spawn_on(Scheduler* scheduler, Task<T>&& task) {
@@ -73,6 +100,12 @@ class Handle {
   template <class T>
   JoinHandle<T> spawn(Task<T> task) const {
     return detail::spawn_on(detail::core_scheduler(*core_), std::move(task));
+  }
+  // Runs `fn()` on the runtime's blocking pool.
+  template <class F>
+  JoinHandle<std::invoke_result_t<std::decay_t<F>&>> spawn_blocking(F&& fn) const {
+    return detail::spawn_on(detail::blocking_scheduler(*core_),
+                            detail::run_blocking(std::decay_t<F>(std::forward<F>(fn))));
   }
   template <class T>
   T block_on(Task<T> task) const;
@@ -118,6 +151,23 @@ class Runtime {
       on_thread_stop_ = std::move(hook);
       return *this;
     }
+    // Most blocking-pool threads alive at once (default 512); more work waits.
+    Builder& max_blocking_threads(std::size_t n) {
+      max_blocking_threads_ = n;
+      return *this;
+    }
+    // How long an idle blocking-pool thread waits for work before it exits
+    // (default 10 s).
+    Builder& thread_keep_alive(std::chrono::nanoseconds d) {
+      keep_alive_ = d;
+      return *this;
+    }
+    // Start with the clock paused (tests; current-thread flavour only). See
+    // volt/time/clock.hpp.
+    Builder& start_paused(bool paused) {
+      start_paused_ = paused;
+      return *this;
+    }
 
     Runtime build() const;
 
@@ -129,6 +179,9 @@ class Runtime {
     std::string thread_name_ = "volt-worker";
     std::function<void()> on_thread_start_;
     std::function<void()> on_thread_stop_;
+    std::size_t max_blocking_threads_ = 512;
+    std::chrono::nanoseconds keep_alive_ = std::chrono::seconds(10);
+    bool start_paused_ = false;
   };
 
   Runtime(Runtime&&) noexcept = default;
@@ -145,6 +198,10 @@ class Runtime {
     return handle_.block_on(std::move(task));
   }
 
+  template <class F>
+  JoinHandle<std::invoke_result_t<std::decay_t<F>&>> spawn_blocking(F&& fn) {
+    return handle_.spawn_blocking(std::forward<F>(fn));
+  }
   Handle handle() const { return handle_; }
   RuntimeStats stats() const { return handle_.stats(); }
 
@@ -157,11 +214,11 @@ class Runtime {
   Handle handle_;
 };
 
-// Spawns on the runtime of the calling thread (inside a task or worker).
-// Throws volt::Error(errc::no_runtime) elsewhere.
+// Spawns on the runtime of the calling thread (inside a task, on a worker or
+// a blocking-pool thread). Throws volt::Error(errc::no_runtime) elsewhere.
 template <class T>
 JoinHandle<T> spawn(Task<T> task) {
-  detail::Scheduler* scheduler = detail::tls_context.scheduler;
+  detail::Scheduler* scheduler = detail::current_scheduler();
   if (!scheduler) throw Error(errc::no_runtime, "volt::spawn outside a runtime");
   return detail::spawn_on(scheduler, std::move(task));
 }

@@ -8,7 +8,8 @@
 
 namespace volt::detail {
 
-CurrentThreadScheduler::CurrentThreadScheduler(RuntimeConfig config) : config_(std::move(config)) {}
+CurrentThreadScheduler::CurrentThreadScheduler(RuntimeConfig config)
+    : RuntimeCore(std::move(config)) {}
 
 CurrentThreadScheduler::~CurrentThreadScheduler() = default;
 
@@ -71,14 +72,24 @@ void CurrentThreadScheduler::drive_until_complete(TaskHeader* target) noexcept {
     if (TaskHeader* task = next_task()) {
       polled_.fetch_add(1, std::memory_order_relaxed);
       poll_task(task);
+      // Busy: still see I/O and fire due timers now and then.
+      if (tick_ % kDriverInterval == 0) driver_.park(false);
       continue;
     }
-    // Nothing runnable: sleep in the driver until a remote wake-up.
+    if (driver_.time().is_paused()) {
+      // Ready I/O and due timers first; then, if still idle and no blocking
+      // work might wake us, only timers can: jump to the next one.
+      driver_.park(false);
+      if (has_local_work()) continue;
+      if (blocking().in_flight() == 0 && driver_.time().advance_to_next_deadline()) continue;
+    }
+    // Nothing runnable: sleep in the driver until a remote wake-up or the
+    // next timer.
     parking_.store(1, std::memory_order_seq_cst);
     store_load_barrier(parking_);
     if (inject_.is_empty() && !is_shutting_down()) {
       parks_.fetch_add(1, std::memory_order_relaxed);
-      driver_.park(-1);
+      driver_.park(true);
     }
     parking_.store(0, std::memory_order_relaxed);
   }
@@ -144,6 +155,9 @@ void CurrentThreadScheduler::drain_queues() noexcept {
 
 void CurrentThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
   if (shutting_down_.exchange(true, std::memory_order_acq_rel)) return;
+  const bool forever = timeout >= std::chrono::hours(24 * 365);
+  const auto deadline = forever ? std::chrono::steady_clock::time_point::max()
+                                : std::chrono::steady_clock::now() + timeout;
   inject_.close();
   driver_.unpark();
   // Wait for a thread still driving (inside a poll) to leave the core.
@@ -160,6 +174,7 @@ void CurrentThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept
     drain_queues();
     release_core();
   }
+  shutdown_blocking(deadline);
 }
 
 RuntimeStats CurrentThreadScheduler::stats() const {
@@ -170,6 +185,7 @@ RuntimeStats CurrentThreadScheduler::stats() const {
   s.total_polled = polled_.load(std::memory_order_relaxed);
   s.total_parked = parks_.load(std::memory_order_relaxed);
   s.inject_queue_depth = inject_.len();
+  fill_stats(s);
   return s;
 }
 

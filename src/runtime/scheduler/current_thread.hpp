@@ -12,6 +12,10 @@
 //   (parking_), with a Dekker handshake: the holder stores parking_ = true,
 //   fences, re-checks the inject queue; the pusher pushes, fences, reads
 //   parking_. Either the holder sees the task or the pusher sees the flag.
+// - Timers: the holder fires due timers whenever it parks, and polls the
+//   driver every kDriverInterval polls while busy (Tokio's event_interval).
+//   With a paused clock, an idle holder with no blocking work in flight jumps
+//   the clock to the next timer instead of sleeping (auto-advance).
 // - Several threads may call block_on at once: one holds the core (a mutex,
 //   try-locked), the others wait on their join handle; when the holder leaves
 //   it wakes them so that one of them takes over driving.
@@ -24,7 +28,6 @@
 #include <vector>
 
 #include "detail/thread_parker.hpp"
-#include "io/driver.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/scheduler/inject_queue.hpp"
 #include "runtime/scheduler/owned_tasks.hpp"
@@ -34,6 +37,7 @@ namespace volt::detail {
 class CurrentThreadScheduler final : public RuntimeCore {
  public:
   static constexpr std::uint32_t kInjectInterval = 31;  // Tokio's global_queue_interval default
+  static constexpr std::uint32_t kDriverInterval = 61;  // Tokio's event_interval default
 
   explicit CurrentThreadScheduler(RuntimeConfig config);
   ~CurrentThreadScheduler() override;
@@ -59,8 +63,8 @@ class CurrentThreadScheduler final : public RuntimeCore {
   void release_core() noexcept;
   void drain_queues() noexcept;
 
-  RuntimeConfig config_;
-  Driver driver_;
+  bool has_local_work() const noexcept { return local_head_ != nullptr || !inject_.is_empty(); }
+
   InjectQueue inject_;
   OwnedTasks owned_;
   std::atomic<bool> shutting_down_{false};

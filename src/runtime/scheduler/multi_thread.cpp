@@ -10,7 +10,7 @@
 namespace volt::detail {
 
 MultiThreadScheduler::MultiThreadScheduler(RuntimeConfig config)
-    : config_(std::move(config)), idle_(config_.worker_threads) {
+    : RuntimeCore(std::move(config)), idle_(config_.worker_threads) {
   workers_.reserve(config_.worker_threads);
   for (std::uint32_t i = 0; i < config_.worker_threads; ++i)
     workers_.push_back(std::make_unique<Worker>(*this, i));
@@ -174,6 +174,10 @@ void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
     if (shutdown_done_) return;
     shutdown_done_ = true;
   }
+  // One bound for the workers and the blocking pool together.
+  const bool forever = timeout >= std::chrono::hours(24 * 365);
+  const auto deadline = forever ? std::chrono::steady_clock::time_point::max()
+                                : std::chrono::steady_clock::now() + timeout;
   // release: pairs with the acquire in is_shutting_down().
   shutting_down_.store(true, std::memory_order_release);
   inject_.close();
@@ -186,11 +190,11 @@ void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
   {
     std::unique_lock lock(exit_mutex_);
     auto exited = [&] { return workers_exited_ >= expected; };
-    if (timeout >= std::chrono::hours(24 * 365)) {
-      exit_cv_.wait(lock, exited);  // "forever": now() + max would overflow
+    if (forever) {
+      exit_cv_.wait(lock, exited);  // now() + max would overflow
       all_exited = true;
     } else {
-      all_exited = exit_cv_.wait_for(lock, timeout, exited);
+      all_exited = exit_cv_.wait_until(lock, deadline, exited);
     }
   }
   for (auto& worker : workers_) {
@@ -213,6 +217,7 @@ void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
       task = next;
     }
   }
+  shutdown_blocking(deadline);
 }
 
 RuntimeStats MultiThreadScheduler::stats() const {
@@ -223,6 +228,7 @@ RuntimeStats MultiThreadScheduler::stats() const {
   s.remote_schedules = remote_schedules_.load(std::memory_order_relaxed);
   s.inject_queue_depth = inject_.len();
   s.blocked_thread_polls = helper_polls_.load(std::memory_order_relaxed);
+  fill_stats(s);
   s.total_polled = s.blocked_thread_polls;
   for (const auto& worker : workers_) {
     WorkerStats w = worker->stats();

@@ -34,7 +34,6 @@
 #include <vector>
 
 #include "detail/thread_parker.hpp"
-#include "io/driver.hpp"
 #include "runtime/runtime_core.hpp"
 #include "runtime/scheduler/idle_set.hpp"
 #include "runtime/scheduler/inject_queue.hpp"
@@ -73,10 +72,8 @@ class MultiThreadScheduler final : public RuntimeCore {
   bool has_pending_work() const noexcept;
   InjectQueue& inject() noexcept { return inject_; }
   IdleSet& idle() noexcept { return idle_; }
-  Driver& driver() noexcept { return driver_; }
   std::vector<std::unique_ptr<Worker>>& workers() noexcept { return workers_; }
   std::uint32_t num_workers() const noexcept { return static_cast<std::uint32_t>(workers_.size()); }
-  const RuntimeConfig& config() const noexcept { return config_; }
   void worker_exited() noexcept;
 
  private:
@@ -91,8 +88,6 @@ class MultiThreadScheduler final : public RuntimeCore {
     bool claimed = false;           // guarded by helpers_mutex_
   };
 
-  RuntimeConfig config_;
-  Driver driver_;
   InjectQueue inject_;
   IdleSet idle_;
   OwnedTasks owned_;

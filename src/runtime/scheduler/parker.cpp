@@ -6,7 +6,7 @@
 
 namespace volt::detail {
 
-bool Parker::park(Driver& driver, int timeout_ms) noexcept {
+bool Parker::park(Driver& driver) noexcept {
   // A wake-up often follows within microseconds (a burst of remote spawns).
   // Yielding a few times first lets it land while we are still kEmpty, so
   // neither side makes a futex or eventfd system call. 3 is Tokio's count
@@ -19,7 +19,7 @@ bool Parker::park(Driver& driver, int timeout_ms) noexcept {
     std::this_thread::yield();
   }
   if (driver.try_acquire()) {
-    park_on_driver(driver, timeout_ms);
+    park_on_driver(driver);
     driver.release();
     return true;
   }
@@ -42,13 +42,13 @@ void Parker::park_on_futex() noexcept {
   }
 }
 
-void Parker::park_on_driver(Driver& driver, int timeout_ms) noexcept {
+void Parker::park_on_driver(Driver& driver) noexcept {
   std::uint32_t expected = kEmpty;
   if (!state_.compare_exchange_strong(expected, kParkedDriver, std::memory_order_acq_rel)) {
     state_.exchange(kEmpty, std::memory_order_acquire);
     return;
   }
-  driver.park(timeout_ms);
+  driver.park(true);
   // Woken by unpark (kNotified), by an event or the timeout (kParkedDriver):
   // either way we are awake now and consume any pending notification.
   state_.exchange(kEmpty, std::memory_order_acquire);

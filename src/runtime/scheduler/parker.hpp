@@ -26,16 +26,16 @@ namespace volt::detail {
 class Parker {
  public:
   // Sleeps until unpark() (spurious returns are possible; callers re-check).
-  // If the driver is free, sleeps in it; `timeout_ms` bounds that sleep (the
-  // next timer deadline; -1 for none). Returns true if it held the driver.
-  bool park(Driver& driver, int timeout_ms) noexcept;
+  // If the driver is free, sleeps in it (until the next timer deadline at
+  // most, firing due timers on the way out). Returns true if it held the driver.
+  bool park(Driver& driver) noexcept;
   void unpark(Driver& driver) noexcept;
 
  private:
   enum : std::uint32_t { kEmpty = 0, kParkedFutex = 1, kParkedDriver = 2, kNotified = 3 };
   static constexpr int kYieldsBeforeSleep = 3;
   void park_on_futex() noexcept;
-  void park_on_driver(Driver& driver, int timeout_ms) noexcept;
+  void park_on_driver(Driver& driver) noexcept;
 
   std::atomic<std::uint32_t> state_{kEmpty};
 };

@@ -159,12 +159,12 @@ void Worker::maintenance() noexcept {
   published_interval_.store(global_interval_, std::memory_order_relaxed);
   batch_start_ns_ = now;
   polls_since_maintenance_ = 0;
-  // A busy runtime must still see I/O and timers when no idle worker holds
-  // the driver: poll it without blocking if it is free.
+  // A busy runtime must still see I/O and fire timers when no idle worker
+  // holds the driver: poll it without blocking if it is free.
   Driver& driver = scheduler_.driver();
   if (driver.try_acquire()) {
     transitioning_to_park_ = true;  // wakes from the driver go to the inject queue
-    driver.park(0);
+    driver.park(false);
     transitioning_to_park_ = false;
     driver.release();
   }
@@ -182,7 +182,7 @@ void Worker::park() noexcept {
   parks_.add();
   for (;;) {
     if (scheduler_.is_shutting_down()) break;
-    parker_.park(scheduler_.driver(), -1);
+    parker_.park(scheduler_.driver());
     if (!idle.is_parked(index_)) {
       // Claimed by a waker, which counted us as a searcher.
       is_searching_ = true;

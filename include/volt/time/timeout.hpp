@@ -1,0 +1,159 @@
+// volt/time/timeout.hpp: bound how long an operation may take.
+//
+//   volt::Expected<int> r = co_await volt::timeout(100ms, handle);
+//   if (!r) { /* r.error() == volt::errc::timed_out; the wait was cancelled */ }
+//
+// `timeout(d, op)` / `timeout_at(deadline, op)` wrap anything awaitable (a
+// Task, a JoinHandle, a oneshot receiver, a Sleep, yield_now(), ...).
+//
+// Guarantees:
+//  - Returns Expected<T> (T: what `co_await op` returns): the value if the
+//    operation completed first, errc::timed_out if the deadline came first.
+//    An exception from the operation propagates out of the co_await.
+//  - The operation is tried first: one that is ready at once returns its value
+//    without reading the clock or registering a timer (0 allocations).
+//    Otherwise the operation runs as a branch of the awaiting task beside the
+//    timer (volt/detail/branch.hpp); a Task operand runs inside the awaiting
+//    task, it is not spawned.
+//  - On timeout the operation is cancelled by destruction, where it is
+//    suspended: a Task operand's frame is destroyed (its destructors run); a
+//    JoinHandle's wait is withdrawn and the handle stays usable (the task keeps
+//    running). Nothing registered by the operation outlives the co_await.
+//  - An operation that becomes ready in the same poll as the deadline wins.
+//  - timeout(d, op) counts d from the first await. d <= 0: the operation gets
+//    one try, then times out. Huge d saturates ("no deadline").
+//  - The operand is held by reference if it is an lvalue, else moved in.
+//  - Allocation: the branch is one Task frame from the recycling frame
+//    allocator (none in steady state); the timer lives in the Timeout.
+//  - Must be awaited inside a runtime task.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "volt/detail/branch.hpp"
+#include "volt/detail/task_header.hpp"
+#include "volt/detail/timer_node.hpp"
+#include "volt/expected.hpp"
+#include "volt/time/clock.hpp"
+#include "volt/time/sleep.hpp"
+
+namespace volt {
+
+namespace detail {
+
+// What `co_await a` would await: a.operator co_await(), operator
+// co_await(a), or `a` itself.
+template <class A>
+decltype(auto) get_awaiter(A&& a) {
+  if constexpr (requires { std::forward<A>(a).operator co_await(); }) {
+    return std::forward<A>(a).operator co_await();
+  } else if constexpr (requires { operator co_await(std::forward<A>(a)); }) {
+    return operator co_await(std::forward<A>(a));
+  } else {
+    return std::forward<A>(a);
+  }
+}
+
+}  // namespace detail
+
+template <class Op>
+class [[nodiscard]] Timeout {
+  // `Op` is `X&` for an lvalue operand (held by reference), `X` otherwise.
+  using Got = decltype(detail::get_awaiter(std::declval<std::remove_reference_t<Op>&>()));
+  static constexpr bool kAwaiterIsRef = std::is_reference_v<Got>;
+  using Awaiter = std::remove_reference_t<Got>;
+
+ public:
+  using Value = decltype(std::declval<Awaiter&>().await_resume());
+
+  Timeout(Op&& op, Instant deadline) noexcept(std::is_nothrow_constructible_v<Op, Op&&>)
+      : op_(std::forward<Op>(op)), deadline_(deadline), has_deadline_(true) {}
+  Timeout(Op&& op, Duration d) noexcept(std::is_nothrow_constructible_v<Op, Op&&>)
+      : op_(std::forward<Op>(op)), duration_(d) {}
+  Timeout(const Timeout&) = delete;
+  Timeout& operator=(const Timeout&) = delete;
+  ~Timeout() {
+    branch_.reset();  // before the awaiter it points to
+    timer_.cancel();
+    if constexpr (!kAwaiterIsRef) {
+      if (awaiter_) awaiter_->~Awaiter();
+    }
+  }
+
+  bool await_ready() {
+    if constexpr (kAwaiterIsRef) {
+      awaiter_ = &detail::get_awaiter(op_);
+    } else {
+      awaiter_ = ::new (static_cast<void*>(storage_)) Awaiter(detail::get_awaiter(op_));
+    }
+    return awaiter_->await_ready();  // ready: no timer at all
+  }
+
+  bool await_suspend(std::coroutine_handle<> self) {
+    if (branch_.start(detail::await_in_branch(awaiter_))) return false;  // ready now
+    if (!has_deadline_) {
+      if (duration_ <= Duration::zero()) return false;  // one try only: timed out
+      deadline_ = detail::saturating_add(time::now(), duration_);
+    }
+    detail::TaskHeader* task = detail::suspend_current(self, &poll, this);
+    if (timer_.arm(deadline_, detail::make_task_waker(task))) return true;
+    return false;  // deadline already due: timed out
+  }
+
+  Expected<Value> await_resume() {
+    if (!branch_.started()) {
+      // Ready in await_ready: the operation's own await_resume.
+      if constexpr (std::is_void_v<Value>) {
+        awaiter_->await_resume();
+        return Expected<void>();
+      } else {
+        return Expected<Value>(awaiter_->await_resume());
+      }
+    }
+    timer_.cancel();
+    if (branch_.done()) {
+      if constexpr (std::is_void_v<Value>) {
+        branch_.result();
+        return Expected<void>();
+      } else {
+        return Expected<Value>(branch_.result());
+      }
+    }
+    branch_.reset();  // cancel the operation where it waits
+    return Expected<Value>(errc::timed_out);
+  }
+
+ private:
+  // The task's readiness check: resume when the operation finished (stepping
+  // it if its leaf is ready) or the timer fired.
+  static bool poll(void* self) noexcept {
+    auto* t = static_cast<Timeout*>(self);
+    if (t->branch_.step()) return true;
+    return t->timer_.fired();
+  }
+
+  Op op_;
+  Awaiter* awaiter_ = nullptr;
+  alignas(Awaiter) unsigned char storage_[kAwaiterIsRef ? 1 : sizeof(Awaiter)];
+  detail::Branch<Value> branch_;
+  detail::TimerNode timer_;
+  Instant deadline_{};
+  Duration duration_{};
+  bool has_deadline_ = false;
+};
+
+template <class Rep, class Period, class Op>
+Timeout<Op> timeout(std::chrono::duration<Rep, Period> d, Op&& op) {
+  return Timeout<Op>(std::forward<Op>(op), detail::saturate_ns(d));
+}
+
+template <class Op>
+Timeout<Op> timeout_at(Instant deadline, Op&& op) {
+  return Timeout<Op>(std::forward<Op>(op), deadline);
+}
+
+}  // namespace volt

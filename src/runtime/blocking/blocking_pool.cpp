@@ -1,0 +1,192 @@
+#include "runtime/blocking/blocking_pool.hpp"
+
+#include <pthread.h>
+
+#include <system_error>
+#include <thread>
+
+#include "detail/thread_parker.hpp"
+#include "volt/task/join_handle.hpp"
+
+namespace volt::detail {
+
+BlockingPool::BlockingPool(BlockingPoolConfig config, Scheduler* runtime)
+    : config_(std::move(config)), runtime_(runtime) {}
+
+void BlockingPool::spawn(TaskHeader* task) noexcept {
+  // Of the three initial references, the owned list's is not used here (the
+  // queue is the only list a blocking task is on); see MultiThreadScheduler.
+  (void)task->state.ref_dec();  // not the last: the JoinHandle's remains
+  enqueue(task);
+}
+
+void BlockingPool::schedule(TaskHeader* task) noexcept {
+  // A blocking task never suspends, so it is only woken while queued or
+  // running (no submit). Kept correct for completeness: queue it again.
+  enqueue(task);
+}
+
+void BlockingPool::enqueue(TaskHeader* task) noexcept {
+  std::unique_lock lock(mutex_);
+  if (shutdown_) {
+    // Shut down: cancel it (runtime_shutdown); consumes the queue reference.
+    lock.unlock();
+    shutdown_task(task);
+    return;
+  }
+  in_flight_.fetch_add(1, std::memory_order_release);
+  task->queue_next = nullptr;
+  if (tail_) {
+    tail_->queue_next = task;
+  } else {
+    head_ = task;
+  }
+  tail_ = task;
+  ++queued_;
+  if (idle_ > 0) {
+    --idle_;
+    ++notify_;
+    lock.unlock();
+    work_cv_.notify_one();
+    return;
+  }
+  if (threads_ >= config_.max_threads) return;  // waits for a busy thread
+  ++threads_;
+  const std::uint64_t id = next_thread_id_++;
+  lock.unlock();
+  // Both references are the thread's, released when it exits.
+  retain();
+  runtime_->retain();
+  try {
+    std::thread([this, id] {
+      std::string name = config_.thread_name + "-blk" + std::to_string(id);
+      if (name.size() > 15) name.resize(15);  // the kernel's limit
+      ::pthread_setname_np(::pthread_self(), name.c_str());
+      run_thread();
+    }).detach();
+  } catch (const std::system_error&) {
+    // No thread (resource limits). Work already queued still runs on the
+    // threads that exist; with none left, cancel it rather than hang.
+    release_reference();
+    runtime_->release_reference();
+    TaskHeader* orphans = nullptr;
+    lock.lock();
+    if (--threads_ == 0) {
+      orphans = head_;
+      head_ = tail_ = nullptr;
+      queued_ = 0;
+    }
+    lock.unlock();
+    while (orphans) {
+      TaskHeader* next = orphans->queue_next;
+      in_flight_.fetch_sub(1, std::memory_order_release);
+      shutdown_task(orphans);
+      orphans = next;
+    }
+  }
+}
+
+TaskHeader* BlockingPool::pop_locked() noexcept {
+  TaskHeader* task = head_;
+  if (task) {
+    head_ = task->queue_next;
+    if (!head_) tail_ = nullptr;
+    --queued_;
+  }
+  return task;
+}
+
+void BlockingPool::run_thread() noexcept {
+  tls_context.entered = runtime_;
+  if (config_.on_thread_start) config_.on_thread_start();
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    while (TaskHeader* task = pop_locked()) {
+      lock.unlock();
+      poll_task(task);
+      // release: pairs with the acquire in in_flight(); the task's completion
+      // (and the wake-ups it issued) happened before the count drops.
+      in_flight_.fetch_sub(1, std::memory_order_release);
+      lock.lock();
+    }
+    if (shutdown_) break;
+    // Idle: wait for a claim, shutdown, or the keep-alive to run out.
+    ++idle_;
+    const auto deadline = std::chrono::steady_clock::now() + config_.keep_alive;
+    bool claimed = false;
+    for (;;) {
+      if (notify_ > 0) {
+        --notify_;  // the spawner already took us off idle_
+        claimed = true;
+        break;
+      }
+      if (shutdown_) {
+        --idle_;
+        break;
+      }
+      if (work_cv_.wait_until(lock, deadline) == std::cv_status::timeout && notify_ == 0 &&
+          !shutdown_) {
+        --idle_;
+        break;
+      }
+    }
+    if (!claimed && !shutdown_ && !head_) break;  // keep-alive ran out
+  }
+  lock.unlock();
+  if (config_.on_thread_stop) config_.on_thread_stop();
+  tls_context.entered = nullptr;
+  lock.lock();
+  if (--threads_ == 0) exit_cv_.notify_all();
+  lock.unlock();
+  Scheduler* runtime = runtime_;
+  release_reference();  // may free the pool: nothing of `this` after this line
+  runtime->release_reference();
+}
+
+void BlockingPool::block_until_complete(TaskHeader* task) {
+  ThreadParker& parker = ThreadParker::current();
+  if (!join_handle_register(task, parker.waker())) return;  // already complete
+  while (!task->state.load().is_complete())
+    parker.park();
+}
+
+bool BlockingPool::shutdown(std::chrono::nanoseconds timeout) noexcept {
+  TaskHeader* queued;
+  {
+    std::lock_guard lock(mutex_);
+    if (!shutdown_) {
+      shutdown_ = true;
+      // release: pairs with the acquire in is_shutting_down().
+      shutting_down_.store(true, std::memory_order_release);
+    }
+    queued = head_;
+    head_ = tail_ = nullptr;
+    queued_ = 0;
+  }
+  work_cv_.notify_all();
+  // Work that never started: its handle reports runtime_shutdown.
+  while (queued) {
+    TaskHeader* next = queued->queue_next;
+    shutdown_task(queued);
+    in_flight_.fetch_sub(1, std::memory_order_release);
+    queued = next;
+  }
+  std::unique_lock lock(mutex_);
+  auto exited = [&] { return threads_ == 0; };
+  if (timeout >= std::chrono::hours(24 * 365)) {
+    exit_cv_.wait(lock, exited);  // "forever": now() + max would overflow
+    return true;
+  }
+  return exit_cv_.wait_for(lock, timeout, exited);
+}
+
+BlockingPoolStats BlockingPool::stats() const {
+  std::lock_guard lock(mutex_);
+  BlockingPoolStats s;
+  s.threads = threads_;
+  s.idle_threads = idle_;
+  s.queue_depth = queued_;
+  return s;
+}
+
+}  // namespace volt::detail

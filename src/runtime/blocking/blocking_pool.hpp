@@ -1,0 +1,102 @@
+// BlockingPool: threads for work that blocks (spawn_blocking).
+//
+// A blocking task is an ordinary task cell (so JoinHandle, abort, exceptions
+// and the completion protocol are the ones of every task) whose scheduler is
+// this pool: its Task runs the user's function in one poll that never
+// suspends. The pool is its own Scheduler so that the task's lifetime
+// reference, wake-ups and joins route here, not to the workers.
+//
+// Threads (Tokio's blocking pool shape):
+//  - Created on demand: a spawn that finds no idle thread starts one, up to
+//    max_threads; beyond that, work waits in the FIFO queue.
+//  - An idle thread waits on the condition variable for keep_alive, then
+//    exits. A spawn that finds an idle thread claims it (idle_ -= 1,
+//    notify_ += 1, notify_one): a wake-up is counted, so a spurious or
+//    timed-out return of a thread that was not claimed is told apart from a
+//    claim, and no claim is lost to a thread that timed out meanwhile.
+//  - Each thread holds a lifetime reference on the pool and on its runtime,
+//    and marks the runtime as entered (Handle::current() works inside the
+//    function, and blocking on a JoinHandle is allowed there).
+//
+// Shutdown: queued work that has not started is cancelled (its handle reports
+// errc::runtime_shutdown); work that is running finishes; shutdown() waits for
+// the threads at most `timeout` (the runtime's shutdown_timeout), and threads
+// still running after it finish in the background. Spawning after shutdown
+// cancels the task at once with errc::runtime_shutdown.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "volt/detail/task_header.hpp"
+
+namespace volt::detail {
+
+struct BlockingPoolConfig {
+  std::uint32_t max_threads = 512;
+  std::chrono::nanoseconds keep_alive = std::chrono::seconds(10);
+  std::string thread_name;
+  std::function<void()> on_thread_start;
+  std::function<void()> on_thread_stop;
+};
+
+struct BlockingPoolStats {
+  std::uint64_t threads = 0;       // alive (running work or idle)
+  std::uint64_t idle_threads = 0;  // waiting for work
+  std::uint64_t queue_depth = 0;   // spawned, not yet started
+};
+
+class BlockingPool final : public Scheduler {
+ public:
+  // `runtime` is the runtime the threads enter; it must outlive the pool's
+  // owner reference (each thread also holds a reference on it).
+  BlockingPool(BlockingPoolConfig config, Scheduler* runtime);
+
+  // Scheduler
+  void spawn(TaskHeader* task) noexcept override;
+  void schedule(TaskHeader* task) noexcept override;
+  void schedule_yield(TaskHeader* task) noexcept override { schedule(task); }
+  bool release(TaskHeader*) noexcept override { return false; }  // no owned list
+  void block_until_complete(TaskHeader* task) override;
+  bool is_shutting_down() const noexcept override {
+    return shutting_down_.load(std::memory_order_acquire);  // pairs with shutdown()
+  }
+
+  // Cancels queued work, then waits at most `timeout` for running work.
+  // Idempotent. Returns true if every thread exited.
+  bool shutdown(std::chrono::nanoseconds timeout) noexcept;
+  BlockingPoolStats stats() const;
+  // Queued plus running tasks (auto-advance of a paused clock waits for 0).
+  std::uint64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_acquire); }
+
+ private:
+  ~BlockingPool() override = default;
+  void enqueue(TaskHeader* task) noexcept;
+  void run_thread() noexcept;
+  TaskHeader* pop_locked() noexcept;
+
+  const BlockingPoolConfig config_;
+  Scheduler* const runtime_;
+  std::atomic<bool> shutting_down_{false};
+  // Queued + running. release on change, acquire on read: a reader that sees
+  // 0 also sees the completed tasks' effects (their wake-ups were issued).
+  std::atomic<std::uint64_t> in_flight_{0};
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_cv_;      // idle threads wait here
+  std::condition_variable exit_cv_;      // shutdown waits here for threads_ == 0
+  TaskHeader* head_ = nullptr;           // guarded by mutex_; FIFO via queue_next
+  TaskHeader* tail_ = nullptr;           // guarded by mutex_
+  std::uint64_t queued_ = 0;             // guarded by mutex_
+  std::uint32_t threads_ = 0;            // guarded by mutex_
+  std::uint32_t idle_ = 0;               // guarded by mutex_; idle and unclaimed
+  std::uint32_t notify_ = 0;             // guarded by mutex_; claims not yet taken
+  std::uint64_t next_thread_id_ = 0;     // guarded by mutex_
+  bool shutdown_ = false;                // guarded by mutex_
+};
+
+}  // namespace volt::detail

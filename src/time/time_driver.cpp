@@ -1,0 +1,254 @@
+#include "time/time_driver.hpp"
+
+#include <array>
+#include <limits>
+#include <mutex>
+#include <utility>
+
+namespace volt::detail {
+
+namespace {
+constexpr std::int64_t kTickNs = 1'000'000;  // 1 ms, Tokio's resolution
+}
+
+TimeDriver::TimeDriver(bool start_paused) noexcept : origin_(std::chrono::steady_clock::now()) {
+  base_ = origin_;
+  unfrozen_ = origin_;
+  if (start_paused) {
+    virtual_.store(true, std::memory_order_relaxed);
+    paused_.store(true, std::memory_order_relaxed);
+  }
+}
+
+TimeDriver::~TimeDriver() = default;
+
+Instant TimeDriver::now_locked() const noexcept {
+  if (paused_.load(std::memory_order_relaxed)) return base_;
+  return base_ + (std::chrono::steady_clock::now() - unfrozen_);
+}
+
+Instant TimeDriver::now() const noexcept {
+  // relaxed: a thread racing a pause() may read the real clock once more;
+  // nothing orders the two anyway.
+  if (!virtual_.load(std::memory_order_relaxed)) return std::chrono::steady_clock::now();
+  std::lock_guard guard(lock_);
+  return now_locked();
+}
+
+std::uint64_t TimeDriver::deadline_tick(Instant deadline) const noexcept {
+  // Rounded up: the timer fires at a tick boundary at or after its deadline.
+  if (deadline <= origin_) return 0;
+  const std::int64_t ns = (deadline - origin_).count();
+  return static_cast<std::uint64_t>(ns / kTickNs) + (ns % kTickNs != 0 ? 1 : 0);
+}
+
+std::uint64_t TimeDriver::now_tick(Instant now) const noexcept {
+  if (now <= origin_) return 0;
+  return static_cast<std::uint64_t>((now - origin_).count() / kTickNs);
+}
+
+TimeDriver::Registered TimeDriver::insert(TimerNode& node, Instant deadline,
+                                          Waker& waker) noexcept {
+  const std::uint64_t tick = deadline_tick(deadline);
+  std::lock_guard guard(lock_);
+  if (node.state.load(std::memory_order_relaxed) == TimerNode::kRegistered) {
+    // Re-armed while linked (awaited again, by a later poll or another task).
+    // Pending entries stay pending; wheel entries move if the deadline moved.
+    node.waker = std::move(waker);
+    if (node.entry.level == kPendingLevel || node.entry.deadline == tick) return Registered::kQueued;
+    wheel_.remove(&node.entry);
+  }
+  node.entry.deadline = tick;
+  if (!wheel_.insert(&node.entry)) {
+    // Already due by the wheel's time (which never runs ahead of the clock).
+    // relaxed: the owner is the only other party, on this thread.
+    node.state.store(TimerNode::kFired, std::memory_order_relaxed);
+    return Registered::kDue;
+  }
+  node.waker = std::move(waker);
+  node.state.store(TimerNode::kRegistered, std::memory_order_relaxed);
+  if (sleeping_until_ != 0 && tick < sleeping_until_) {
+    // The holder sleeps past this deadline: it must wake and re-arm. Record
+    // the new deadline so a burst of earlier timers writes the eventfd once.
+    sleeping_until_ = tick;
+    return Registered::kEarliest;
+  }
+  return Registered::kQueued;
+}
+
+void TimeDriver::remove(TimerNode& node) noexcept {
+  Waker dropped;  // dropped after the lock: it may release a task reference
+  {
+    std::lock_guard guard(lock_);
+    if (node.state.load(std::memory_order_relaxed) != TimerNode::kRegistered) return;
+    if (node.entry.level == kPendingLevel) {
+      unlink_pending(&node.entry);
+    } else {
+      wheel_.remove(&node.entry);
+    }
+    dropped = std::move(node.waker);
+    // relaxed: we hold the lock, and the owner is the caller.
+    node.state.store(TimerNode::kIdle, std::memory_order_relaxed);
+  }
+}
+
+int TimeDriver::park_timeout_ms() noexcept {
+  std::lock_guard guard(lock_);
+  std::optional<std::uint64_t> next;
+  if (pending_) {
+    next = wheel_.elapsed();
+  } else {
+    next = wheel_.next_expiration();
+  }
+  if (!next || paused_.load(std::memory_order_relaxed)) {
+    sleeping_until_ = std::numeric_limits<std::uint64_t>::max();
+    return -1;
+  }
+  const Instant now = now_locked();
+  const std::uint64_t current = now_tick(now);
+  if (*next <= current) {
+    sleeping_until_ = 0;  // not going to sleep
+    return 0;
+  }
+  sleeping_until_ = *next;
+  // Until the start of tick *next, rounded up to whole milliseconds.
+  const Instant wake = origin_ + std::chrono::nanoseconds(static_cast<std::int64_t>(*next) * kTickNs);
+  const std::int64_t ns = (wake - now).count();
+  const std::int64_t ms = ns / kTickNs + (ns % kTickNs != 0 ? 1 : 0);
+  return ms > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
+                                              : static_cast<int>(ms);
+}
+
+void TimeDriver::unparked() noexcept {
+  std::lock_guard guard(lock_);
+  sleeping_until_ = 0;
+}
+
+std::size_t TimeDriver::process() noexcept {
+  Instant now;
+  {
+    std::lock_guard guard(lock_);
+    // Cheap exit when nothing is due: the common case of a maintenance poll.
+    std::optional<std::uint64_t> next = wheel_.next_expiration();
+    now = now_locked();
+    if (!pending_ && (!next || *next > now_tick(now))) {
+      return 0;
+    }
+  }
+  return fire_until(now_tick(now));
+}
+
+void TimeDriver::link_pending(TimerEntry* entry) noexcept {
+  entry->level = kPendingLevel;
+  entry->prev = nullptr;
+  entry->next = pending_;
+  if (pending_) pending_->prev = entry;
+  pending_ = entry;
+  entry->linked = true;
+  ++pending_count_;
+}
+
+void TimeDriver::unlink_pending(TimerEntry* entry) noexcept {
+  if (entry->prev) {
+    entry->prev->next = entry->next;
+  } else {
+    pending_ = entry->next;
+  }
+  if (entry->next) entry->next->prev = entry->prev;
+  entry->prev = entry->next = nullptr;
+  entry->linked = false;
+  --pending_count_;
+}
+
+std::size_t TimeDriver::fire_until(std::uint64_t tick) noexcept {
+  std::size_t total = 0;
+  std::array<Waker, kBatch> batch;
+  bool more = true;
+  while (more) {
+    std::size_t n = 0;
+    {
+      std::lock_guard guard(lock_);
+      auto fire = [&](TimerNode& node) {
+        batch[n++] = std::move(node.waker);
+        // release: pairs with TimerNode::fired(); the node is the owner's
+        // from here on (it may be freed as soon as this store is seen).
+        node.state.store(TimerNode::kFired, std::memory_order_release);
+      };
+      // Due entries left over from the previous batch first (earlier ticks).
+      while (pending_ && n < kBatch) {
+        TimerEntry* entry = pending_;
+        unlink_pending(entry);
+        fire(*reinterpret_cast<TimerNode*>(entry));
+      }
+      if (n < kBatch) {
+        wheel_.advance(tick, [&](TimerEntry* entry) {
+          if (n < kBatch) {
+            fire(*reinterpret_cast<TimerNode*>(entry));
+          } else {
+            link_pending(entry);
+          }
+        });
+      }
+      more = pending_ != nullptr;
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      batch[i].wake();
+    total += n;
+  }
+  fired_.fetch_add(total, std::memory_order_relaxed);
+  return total;
+}
+
+void TimeDriver::pause() noexcept {
+  std::lock_guard guard(lock_);
+  if (paused_.load(std::memory_order_relaxed)) return;
+  base_ = now_locked();
+  virtual_.store(true, std::memory_order_relaxed);
+  paused_.store(true, std::memory_order_relaxed);
+}
+
+void TimeDriver::resume() noexcept {
+  std::lock_guard guard(lock_);
+  if (!paused_.load(std::memory_order_relaxed)) return;
+  unfrozen_ = std::chrono::steady_clock::now();
+  paused_.store(false, std::memory_order_relaxed);
+}
+
+void TimeDriver::advance(Duration d) noexcept {
+  if (d <= Duration::zero()) {
+    process();
+    return;
+  }
+  std::uint64_t target;
+  {
+    std::lock_guard guard(lock_);
+    const Instant now = now_locked();
+    base_ = (Instant::max() - now < d) ? Instant::max() : now + d;
+    if (!paused_.load(std::memory_order_relaxed)) unfrozen_ = std::chrono::steady_clock::now();
+    target = now_tick(now_locked());
+  }
+  fire_until(target);
+}
+
+bool TimeDriver::advance_to_next_deadline() noexcept {
+  std::uint64_t target;
+  {
+    std::lock_guard guard(lock_);
+    if (!paused_.load(std::memory_order_relaxed)) return false;
+    std::optional<std::uint64_t> next =
+        pending_ ? std::optional<std::uint64_t>(wheel_.elapsed()) : wheel_.next_expiration();
+    if (!next) return false;
+    const Instant at = origin_ + std::chrono::nanoseconds(static_cast<std::int64_t>(*next) * kTickNs);
+    if (at > base_) base_ = at;
+    target = now_tick(base_);
+  }
+  fire_until(target);
+  return true;
+}
+
+std::uint64_t TimeDriver::active_timers() const noexcept {
+  std::lock_guard guard(lock_);
+  return wheel_.size() + pending_count_;
+}
+
+}  // namespace volt::detail

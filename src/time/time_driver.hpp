@@ -1,0 +1,109 @@
+// TimeDriver: the runtime's timers: a TimerWheel behind a lock, the clock
+// (real or paused), and the hand-off to whoever sleeps in the I/O driver.
+//
+// Who does what:
+//  - Any thread registers and cancels timers (TimerNode::arm / cancel), each
+//    a short critical section on `lock_`.
+//  - The driver's holder (the one idle worker in epoll_wait, or a busy
+//    worker's maintenance poll) asks for its timeout (park_timeout_ms), sleeps,
+//    then fires what came due (process).
+//  - A registration earlier than the deadline the holder sleeps until must
+//    wake it: park_timeout_ms records that deadline in sleeping_until_ under
+//    the lock, and a registration that beats it (also under the lock) returns
+//    kEarliest so the caller writes the driver's eventfd. When nobody sleeps,
+//    sleeping_until_ is 0 and no registration wakes anybody: the next holder
+//    computes its timeout under the same lock and sees every entry.
+//
+// Firing: entries come off the wheel in deadline order under the lock; each
+// one's waker is moved into a local batch and the node marked kFired (release;
+// see timer_node.hpp); wakers are invoked after the lock is released, never
+// under it. When a batch is full, the remaining due entries wait in the
+// `pending_` list (still kRegistered, still cancellable under the lock) and are
+// fired in the next batch.
+//
+// Ticks are milliseconds since origin_ (the driver's creation). A deadline
+// becomes the first tick at or after it (rounded up) and fires once the
+// clock's tick (rounded down) reaches it: never early, at most 1 ms late plus
+// the time to notice.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+#include "detail/spin_lock.hpp"
+#include "time/timer_wheel.hpp"
+#include "volt/detail/timer_node.hpp"
+#include "volt/time/clock.hpp"
+
+namespace volt::detail {
+
+class TimeDriver {
+ public:
+  explicit TimeDriver(bool start_paused) noexcept;
+  ~TimeDriver();
+  TimeDriver(const TimeDriver&) = delete;
+  TimeDriver& operator=(const TimeDriver&) = delete;
+
+  Instant now() const noexcept;
+
+  enum class Registered { kDue, kQueued, kEarliest };
+  // `node` must be kIdle or kRegistered with this driver. kDue: the deadline
+  // is already reached; the node is kFired and `waker` was not taken.
+  Registered insert(TimerNode& node, Instant deadline, Waker& waker) noexcept;
+  void remove(TimerNode& node) noexcept;
+
+  // Driver holder: how long it may sleep in epoll_wait (ms; -1: no timer), and
+  // records that deadline so that earlier registrations wake it. A paused
+  // clock never gives a timeout: it does not move while the holder sleeps.
+  int park_timeout_ms() noexcept;
+  // Driver holder, after epoll_wait: nobody sleeps on a deadline any more.
+  void unparked() noexcept;
+  // Fires every timer due at now(). Any thread (callers serialise through the
+  // driver's ownership, but concurrent calls are safe). Returns how many fired.
+  std::size_t process() noexcept;
+
+  // Paused clock (see volt/time/clock.hpp).
+  bool is_paused() const noexcept { return paused_.load(std::memory_order_relaxed); }
+  void pause() noexcept;
+  void resume() noexcept;
+  // Moves the paused clock forward by `d`, or to the next deadline if that
+  // comes first and `to_next_deadline`; fires what came due. Returns whether
+  // the clock moved.
+  void advance(Duration d) noexcept;
+  // Auto-advance: jumps a paused clock to the next deadline and fires it.
+  // False if there is no timer.
+  bool advance_to_next_deadline() noexcept;
+
+  std::uint64_t active_timers() const noexcept;
+  std::uint64_t fired_timers() const noexcept { return fired_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr std::size_t kBatch = 32;
+  std::uint64_t deadline_tick(Instant deadline) const noexcept;
+  std::uint64_t now_tick(Instant now) const noexcept;
+  Instant now_locked() const noexcept;  // lock_ held
+  std::size_t fire_until(std::uint64_t tick) noexcept;
+  void link_pending(TimerEntry* entry) noexcept;
+  void unlink_pending(TimerEntry* entry) noexcept;
+
+  static constexpr std::uint8_t kPendingLevel = 0xff;  // TimerEntry::level of a pending entry
+
+  const Instant origin_;
+  mutable SpinLock lock_;
+  TimerWheel wheel_;                    // guarded by lock_
+  TimerEntry* pending_ = nullptr;       // guarded by lock_; due, not yet fired
+  std::uint64_t pending_count_ = 0;     // guarded by lock_
+  std::uint64_t sleeping_until_ = 0;    // guarded by lock_; tick, 0: nobody sleeps
+  std::atomic<std::uint64_t> fired_{0};  // statistics; relaxed
+
+  // Paused clock: now = base_ + (paused ? 0 : steady_clock::now() - unfrozen_).
+  // Only the fast-path flag is read without the lock; it is set before any
+  // pause takes effect and never cleared (a resumed clock keeps its offset).
+  std::atomic<bool> paused_{false};
+  std::atomic<bool> virtual_{false};  // the clock was ever paused
+  Instant base_{};                     // guarded by lock_
+  Instant unfrozen_{};                 // guarded by lock_
+};
+
+}  // namespace volt::detail
