@@ -75,6 +75,9 @@ class MultiThreadScheduler final : public RuntimeCore {
   std::vector<std::unique_ptr<Worker>>& workers() noexcept { return workers_; }
   std::uint32_t num_workers() const noexcept { return static_cast<std::uint32_t>(workers_.size()); }
   void worker_exited() noexcept;
+  // Wakes (without claiming) a parked worker other than `from`, so that it
+  // re-parks in the driver that `from` just left.
+  void hand_off_driver(std::uint32_t from) noexcept;
 
  private:
   void schedule_task(TaskHeader* task, bool is_yield) noexcept;

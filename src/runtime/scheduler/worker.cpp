@@ -49,8 +49,8 @@ void Worker::run() noexcept {
 }
 
 void Worker::schedule_local(TaskHeader* task, bool is_yield) noexcept {
-  if (transitioning_to_park_) {
-    scheduler_.schedule_remote(task);
+  if (in_driver_) {
+    if (queue_.push_back_or_overflow(task, scheduler_.inject())) overflows_.add();
     return;
   }
   bool notify;
@@ -163,16 +163,16 @@ void Worker::maintenance() noexcept {
   // holds the driver: poll it without blocking if it is free.
   Driver& driver = scheduler_.driver();
   if (driver.try_acquire()) {
-    transitioning_to_park_ = true;  // wakes from the driver go to the inject queue
+    in_driver_ = true;
     driver.park(false);
-    transitioning_to_park_ = false;
+    in_driver_ = false;
     driver.release();
+    if (queue_.len() > 1) scheduler_.notify_parked();
   }
 }
 
 void Worker::park() noexcept {
   IdleSet& idle = scheduler_.idle();
-  transitioning_to_park_ = true;
   if (idle.transition_to_parked(index_, is_searching_) && scheduler_.has_pending_work()) {
     // We were the last searcher and work arrived meanwhile: make sure someone
     // (possibly us, via our own bit) goes after it.
@@ -180,9 +180,12 @@ void Worker::park() noexcept {
   }
   is_searching_ = false;
   parks_.add();
+  bool held_driver = false;
   for (;;) {
     if (scheduler_.is_shutting_down()) break;
-    parker_.park(scheduler_.driver());
+    in_driver_ = true;
+    held_driver = parker_.park(scheduler_.driver());
+    in_driver_ = false;
     if (!idle.is_parked(index_)) {
       // Claimed by a waker, which counted us as a searcher.
       is_searching_ = true;
@@ -194,7 +197,15 @@ void Worker::park() noexcept {
       break;
     }
   }
-  transitioning_to_park_ = false;
+  // Woken with more than one task of our own (timers fired): share them.
+  if (queue_.len() > 1 && !scheduler_.is_shutting_down()) scheduler_.notify_parked();
+  // We leave the driver to run tasks. Workers that parked while we held it
+  // sleep on their futex, where no timer deadline reaches them: if timers are
+  // pending, wake one so that it takes the driver over (otherwise a timer
+  // would wait for our next park or maintenance poll, however long our tasks
+  // run, while a worker sits idle).
+  if (held_driver && scheduler_.driver().time().active_timers() > 0)
+    scheduler_.hand_off_driver(index_);
   // Restart the EWMA window: parked time is not task time.
   batch_start_ns_ = now_ns();
   polls_since_maintenance_ = 0;

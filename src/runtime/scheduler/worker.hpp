@@ -99,12 +99,14 @@ class Worker {
   std::uint64_t batch_start_ns_ = 0;
   std::uint64_t rng_;
   bool is_searching_ = false;
-  // Set while the worker is going to sleep or asleep: wake-ups issued on this
-  // thread then (by the driver) go to the inject queue, where other workers can
-  // see them, instead of into a LIFO slot nobody is about to run. Only this
-  // thread reads or writes it (the seed makes it atomic because its
+  // Set while this thread polls or sleeps in the driver (park, maintenance):
+  // the wake-ups the driver issues here (timers, later I/O) go to the back of
+  // our local queue, not the LIFO slot, and wake nobody one by one; we run
+  // them as soon as the driver returns, and wake one sibling if there is more
+  // than one (Tokio's should_notify_others), where thieves can take them.
+  // Only this thread reads or writes it (the seed makes it atomic because its
   // spawnFromWorker may target another worker; ours never does).
-  bool transitioning_to_park_ = false;
+  bool in_driver_ = false;
 
   // Written by the owner, read by stats().
   OwnerCounter polled_, lifo_hits_, steal_ops_, stolen_, parks_, batches_, overflows_;
