@@ -2,11 +2,16 @@
 //
 // Spawns many thousands of tasks across the workers (a fan-out of fan-outs),
 // awaits their join handles, shows an exception and a cancellation travelling
-// through join handles, and prints what happened and the runtime's statistics.
+// through join handles, then timers (thousands of concurrent sleeps and how
+// late they fired, a timeout, an interval) and the blocking pool, and prints
+// what happened and the runtime's statistics.
 //
 //   ./build/release/examples/volt_showcase [tasks] [workers]
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <stdexcept>
 #include <vector>
@@ -45,6 +50,59 @@ volt::Task<int> fails() {
 
 volt::Task<void> waits_forever(volt::oneshot::Receiver<int> never) {
   (void)co_await never;
+}
+
+using std::chrono::milliseconds;
+
+// Sleeps `d` and returns how late it woke (never early), in microseconds.
+volt::Task<double> late_by(milliseconds d) {
+  const auto start = std::chrono::steady_clock::now();
+  co_await volt::sleep(d);
+  const auto late = std::chrono::steady_clock::now() - (start + d);
+  co_return std::chrono::duration<double, std::micro>(late).count();
+}
+
+volt::Task<int> slow_answer() {
+  co_await volt::sleep(milliseconds(500));
+  co_return 42;
+}
+
+volt::Task<void> timers() {
+  // 5,000 concurrent sleeps of 1..50 ms: each timer lives in its task's frame.
+  std::vector<volt::JoinHandle<double>> sleepers;
+  for (int i = 0; i < 5000; ++i)
+    sleepers.push_back(volt::spawn(late_by(milliseconds(1 + i % 50))));
+  std::vector<double> lateness;
+  for (auto& s : sleepers)
+    lateness.push_back(co_await s);
+  std::sort(lateness.begin(), lateness.end());
+  std::printf("  5000 sleeps of 1..50 ms woke late by: median %.0f us, p99 %.0f us, max %.0f us\n",
+              lateness[lateness.size() / 2], lateness[lateness.size() * 99 / 100],
+              lateness.back());
+
+  // A timeout cancels the slow operation where it waits.
+  volt::Expected<int> answer = co_await volt::timeout(milliseconds(20), slow_answer());
+  std::printf("  timeout(20 ms, a 500 ms task): %s\n", answer.error().message().c_str());
+
+  // An interval ticks on schedule.
+  volt::Interval every = volt::interval(milliseconds(10));
+  const volt::Instant first = co_await every.tick();
+  volt::Instant at = first;
+  for (int i = 0; i < 5; ++i)
+    at = co_await every.tick();
+  std::printf("  interval(10 ms): 6 ticks, the last %.0f ms after the first\n",
+              std::chrono::duration<double, std::milli>(at - first).count());
+
+  // Blocking work runs on the blocking pool, not on a worker.
+  auto digest = volt::spawn_blocking([] {
+    std::this_thread::sleep_for(milliseconds(5));  // stands for a blocking call
+    std::uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < 1'000'000; ++i)
+      h = (h ^ static_cast<std::uint64_t>(i)) * 1099511628211ull;
+    return h;
+  });
+  std::uint64_t value = co_await digest;
+  std::printf("  spawn_blocking returned %016llx\n", static_cast<unsigned long long>(value));
 }
 
 volt::Task<std::uint64_t> main_task(std::uint64_t tasks) {
@@ -91,6 +149,8 @@ int main(int argc, char** argv) {
   std::printf("  Collatz steps of 1..%llu: %llu (%.1f ms)\n",
               static_cast<unsigned long long>(tasks), static_cast<unsigned long long>(total),
               elapsed.count());
+  std::printf("time and the blocking pool:\n");
+  rt.block_on(timers());
 
   volt::RuntimeStats stats = rt.stats();
   std::printf(
@@ -102,6 +162,11 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(stats.total_stolen),
       static_cast<unsigned long long>(stats.total_parked),
       static_cast<unsigned long long>(stats.live_tasks));
+  std::printf("timers: %llu fired, %llu pending; blocking pool: %llu threads (%llu idle)\n",
+              static_cast<unsigned long long>(stats.timers_fired),
+              static_cast<unsigned long long>(stats.active_timers),
+              static_cast<unsigned long long>(stats.blocking_threads),
+              static_cast<unsigned long long>(stats.idle_blocking_threads));
   std::printf("%-8s %10s %10s %8s %8s %8s %9s %9s\n", "worker", "polled", "lifo hits", "steals",
               "stolen", "parked", "inject b.", "interval");
   for (std::size_t i = 0; i < stats.workers.size(); ++i) {

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
+#include <limits>
 #include <system_error>
 
 namespace volt::detail {
@@ -34,10 +36,37 @@ Driver::~Driver() {
   ::close(epoll_fd_);
 }
 
+namespace {
+
+// epoll_pwait2 (Linux 5.11) takes a nanosecond timeout; epoll_wait rounds a
+// timer's deadline up to the next millisecond, which would add up to 1 ms to
+// the wheel's own rounding. Falls back to epoll_wait on older kernels.
+std::atomic<bool> have_pwait2{true};
+
+int wait_for_events(int epoll_fd, epoll_event* events, int max, std::int64_t timeout_ns) noexcept {
+  // relaxed: a stale true costs one ENOSYS call more.
+  if (timeout_ns > 0 && have_pwait2.load(std::memory_order_relaxed)) {
+    timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
+                static_cast<long>(timeout_ns % 1'000'000'000)};
+    int n = ::epoll_pwait2(epoll_fd, events, max, &ts, nullptr);
+    if (n >= 0 || errno != ENOSYS) return n;
+    have_pwait2.store(false, std::memory_order_relaxed);
+  }
+  int timeout_ms = -1;
+  if (timeout_ns >= 0) {
+    const std::int64_t ms = timeout_ns / 1'000'000 + (timeout_ns % 1'000'000 != 0 ? 1 : 0);
+    timeout_ms = ms > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
+                                                       : static_cast<int>(ms);
+  }
+  return ::epoll_wait(epoll_fd, events, max, timeout_ms);
+}
+
+}  // namespace
+
 void Driver::park(bool block) noexcept {
-  const int timeout_ms = block ? time_.park_timeout_ms() : 0;
+  const std::int64_t timeout_ns = block ? time_.park_timeout_ns() : 0;
   epoll_event events[64];
-  int n = ::epoll_wait(epoll_fd_, events, 64, timeout_ms);
+  int n = wait_for_events(epoll_fd_, events, 64, timeout_ns);
   if (block) time_.unparked();
   for (int i = 0; i < n; ++i) {
     if (events[i].data.ptr == nullptr) {

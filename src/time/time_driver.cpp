@@ -92,7 +92,7 @@ void TimeDriver::remove(TimerNode& node) noexcept {
   }
 }
 
-int TimeDriver::park_timeout_ms() noexcept {
+std::int64_t TimeDriver::park_timeout_ns() noexcept {
   std::lock_guard guard(lock_);
   std::optional<std::uint64_t> next;
   if (pending_) {
@@ -111,12 +111,9 @@ int TimeDriver::park_timeout_ms() noexcept {
     return 0;
   }
   sleeping_until_ = *next;
-  // Until the start of tick *next, rounded up to whole milliseconds.
+  // Until the start of tick *next.
   const Instant wake = origin_ + std::chrono::nanoseconds(static_cast<std::int64_t>(*next) * kTickNs);
-  const std::int64_t ns = (wake - now).count();
-  const std::int64_t ms = ns / kTickNs + (ns % kTickNs != 0 ? 1 : 0);
-  return ms > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
-                                              : static_cast<int>(ms);
+  return (wake - now).count();
 }
 
 void TimeDriver::unparked() noexcept {

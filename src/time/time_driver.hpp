@@ -5,10 +5,10 @@
 //  - Any thread registers and cancels timers (TimerNode::arm / cancel), each
 //    a short critical section on `lock_`.
 //  - The driver's holder (the one idle worker in epoll_wait, or a busy
-//    worker's maintenance poll) asks for its timeout (park_timeout_ms), sleeps,
+//    worker's maintenance poll) asks for its timeout (park_timeout_ns), sleeps,
 //    then fires what came due (process).
 //  - A registration earlier than the deadline the holder sleeps until must
-//    wake it: park_timeout_ms records that deadline in sleeping_until_ under
+//    wake it: park_timeout_ns records that deadline in sleeping_until_ under
 //    the lock, and a registration that beats it (also under the lock) returns
 //    kEarliest so the caller writes the driver's eventfd. When nobody sleeps,
 //    sleeping_until_ is 0 and no registration wakes anybody: the next holder
@@ -53,10 +53,10 @@ class TimeDriver {
   Registered insert(TimerNode& node, Instant deadline, Waker& waker) noexcept;
   void remove(TimerNode& node) noexcept;
 
-  // Driver holder: how long it may sleep in epoll_wait (ms; -1: no timer), and
+  // Driver holder: how long it may sleep in epoll (ns; -1: no timer), and
   // records that deadline so that earlier registrations wake it. A paused
   // clock never gives a timeout: it does not move while the holder sleeps.
-  int park_timeout_ms() noexcept;
+  std::int64_t park_timeout_ns() noexcept;
   // Driver holder, after epoll_wait: nobody sleeps on a deadline any more.
   void unparked() noexcept;
   // Fires every timer due at now(). Any thread (callers serialise through the
