@@ -100,5 +100,6 @@ inline void black_box(const T& value) {
 
 // ---- the tiers, in the specification's order (each defined in its file) ----
 std::span<const Bench> scheduler_benches();  // Tier 4, scheduler.cpp
+std::span<const Bench> time_benches();       // Tier 5, time.cpp
 
 }  // namespace volt_bench

@@ -50,7 +50,7 @@ constexpr TierFn kTiers[] = {
     // Tier 2: channels (channels.cpp, not yet written)
     // Tier 3: async, multi-task (contended.cpp, not yet written)
     scheduler_benches,  // Tier 4: scheduler
-                        // Tier 5: time (timers.cpp, not yet written)
+    time_benches,       // Tier 5: time
                         // Tier 6: network (net.cpp, not yet written)
 };
 
