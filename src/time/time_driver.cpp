@@ -56,9 +56,15 @@ TimeDriver::Registered TimeDriver::insert(TimerNode& node, Instant deadline,
     // Pending entries stay pending; wheel entries move if the deadline moved.
     node.waker = std::move(waker);
     if (node.entry.level == kPendingLevel || node.entry.deadline == tick) return Registered::kQueued;
-    wheel_.remove(&node.entry);
+    if (node.entry.level != kNeverLevel) wheel_.remove(&node.entry);
   }
   node.entry.deadline = tick;
+  if (deadline == Instant::max()) {
+    node.entry.level = kNeverLevel;
+    node.waker = std::move(waker);
+    node.state.store(TimerNode::kRegistered, std::memory_order_relaxed);
+    return Registered::kQueued;
+  }
   if (!wheel_.insert(&node.entry)) {
     // Already due by the wheel's time (which never runs ahead of the clock).
     // relaxed: the owner is the only other party, on this thread.
@@ -83,7 +89,7 @@ void TimeDriver::remove(TimerNode& node) noexcept {
     if (node.state.load(std::memory_order_relaxed) != TimerNode::kRegistered) return;
     if (node.entry.level == kPendingLevel) {
       unlink_pending(&node.entry);
-    } else {
+    } else if (node.entry.level != kNeverLevel) {
       wheel_.remove(&node.entry);
     }
     dropped = std::move(node.waker);

@@ -88,6 +88,10 @@ class TimeDriver {
   void unlink_pending(TimerEntry* entry) noexcept;
 
   static constexpr std::uint8_t kPendingLevel = 0xff;  // TimerEntry::level of a pending entry
+  // TimerEntry::level of a registration at Instant::max() (a saturated
+  // duration): it can never fire, so it is kept out of the wheel (a paused
+  // clock's auto-advance would otherwise run to it).
+  static constexpr std::uint8_t kNeverLevel = 0xfe;
 
   const Instant origin_;
   mutable SpinLock lock_;
