@@ -29,7 +29,7 @@ RuntimeCore::RuntimeCore(RuntimeConfig config)
   pool.thread_name = config_.thread_name;
   pool.on_thread_start = config_.on_thread_start;
   pool.on_thread_stop = config_.on_thread_stop;
-  blocking_ = new BlockingPool(std::move(pool), this);
+  blocking_ = new BlockingPool(std::move(pool), this, driver_);
 }
 
 RuntimeCore::~RuntimeCore() {

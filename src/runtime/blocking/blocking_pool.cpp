@@ -6,12 +6,26 @@
 #include <thread>
 
 #include "detail/thread_parker.hpp"
+#include "io/driver.hpp"
 #include "volt/task/join_handle.hpp"
 
 namespace volt::detail {
 
-BlockingPool::BlockingPool(BlockingPoolConfig config, Scheduler* runtime)
-    : config_(std::move(config)), runtime_(runtime) {}
+namespace {
+// The pool whose thread this is (a blocking function shutting its own runtime
+// down must not wait for itself).
+thread_local BlockingPool* tls_pool = nullptr;
+}  // namespace
+
+BlockingPool::BlockingPool(BlockingPoolConfig config, Scheduler* runtime, Driver& driver)
+    : config_(std::move(config)), runtime_(runtime), driver_(driver) {}
+
+void BlockingPool::job_done() noexcept {
+  // release: pairs with the acquire in in_flight(); the job's completion (and
+  // the wake-ups it issued) happened before the count drops.
+  if (in_flight_.fetch_sub(1, std::memory_order_release) == 1 && driver_.time().is_paused())
+    driver_.unpark();
+}
 
 void BlockingPool::spawn(TaskHeader* task) noexcept {
   // Of the three initial references, the owned list's is not used here (the
@@ -52,6 +66,7 @@ void BlockingPool::enqueue(TaskHeader* task) noexcept {
   }
   if (threads_ >= config_.max_threads) return;  // waits for a busy thread
   ++threads_;
+  ++alive_;
   const std::uint64_t id = next_thread_id_++;
   lock.unlock();
   // Both references are the thread's, released when it exits.
@@ -71,6 +86,7 @@ void BlockingPool::enqueue(TaskHeader* task) noexcept {
     runtime_->release_reference();
     TaskHeader* orphans = nullptr;
     lock.lock();
+    if (--alive_ <= 1) exit_cv_.notify_all();
     if (--threads_ == 0) {
       orphans = head_;
       head_ = tail_ = nullptr;
@@ -79,8 +95,8 @@ void BlockingPool::enqueue(TaskHeader* task) noexcept {
     lock.unlock();
     while (orphans) {
       TaskHeader* next = orphans->queue_next;
-      in_flight_.fetch_sub(1, std::memory_order_release);
       shutdown_task(orphans);
+      job_done();
       orphans = next;
     }
   }
@@ -98,15 +114,14 @@ TaskHeader* BlockingPool::pop_locked() noexcept {
 
 void BlockingPool::run_thread() noexcept {
   tls_context.entered = runtime_;
+  tls_pool = this;
   if (config_.on_thread_start) config_.on_thread_start();
   std::unique_lock lock(mutex_);
   for (;;) {
     while (TaskHeader* task = pop_locked()) {
       lock.unlock();
       poll_task(task);
-      // release: pairs with the acquire in in_flight(); the task's completion
-      // (and the wake-ups it issued) happened before the count drops.
-      in_flight_.fetch_sub(1, std::memory_order_release);
+      job_done();
       lock.lock();
     }
     if (shutdown_) break;
@@ -132,11 +147,13 @@ void BlockingPool::run_thread() noexcept {
     }
     if (!claimed && !shutdown_ && !head_) break;  // keep-alive ran out
   }
+  --threads_;  // decided to leave: no longer counted for new work
   lock.unlock();
   if (config_.on_thread_stop) config_.on_thread_stop();
   tls_context.entered = nullptr;
+  tls_pool = nullptr;
   lock.lock();
-  if (--threads_ == 0) exit_cv_.notify_all();
+  if (--alive_ <= 1) exit_cv_.notify_all();  // 1: a blocking function may be waiting
   lock.unlock();
   Scheduler* runtime = runtime_;
   release_reference();  // may free the pool: nothing of `this` after this line
@@ -168,11 +185,14 @@ bool BlockingPool::shutdown(std::chrono::nanoseconds timeout) noexcept {
   while (queued) {
     TaskHeader* next = queued->queue_next;
     shutdown_task(queued);
-    in_flight_.fetch_sub(1, std::memory_order_release);
+    job_done();
     queued = next;
   }
   std::unique_lock lock(mutex_);
-  auto exited = [&] { return threads_ == 0; };
+  // Called from one of our own threads (a blocking function dropped the
+  // last Runtime): wait for the others only.
+  const std::uint32_t self = tls_pool == this ? 1 : 0;
+  auto exited = [&] { return alive_ <= self; };
   if (timeout >= std::chrono::hours(24 * 365)) {
     exit_cv_.wait(lock, exited);  // "forever": now() + max would overflow
     return true;

@@ -50,11 +50,16 @@ struct BlockingPoolStats {
   std::uint64_t queue_depth = 0;   // spawned, not yet started
 };
 
+class Driver;
+
 class BlockingPool final : public Scheduler {
  public:
   // `runtime` is the runtime the threads enter; it must outlive the pool's
-  // owner reference (each thread also holds a reference on it).
-  BlockingPool(BlockingPoolConfig config, Scheduler* runtime);
+  // owner reference (each thread also holds a reference on it). `driver` is
+  // that runtime's driver: when the last job in flight ends while its clock
+  // is paused, the driver is unparked so the runtime re-considers
+  // auto-advance (it does not advance while blocking work is in flight).
+  BlockingPool(BlockingPoolConfig config, Scheduler* runtime, Driver& driver);
 
   // Scheduler
   void spawn(TaskHeader* task) noexcept override;
@@ -79,8 +84,11 @@ class BlockingPool final : public Scheduler {
   void run_thread() noexcept;
   TaskHeader* pop_locked() noexcept;
 
+  void job_done() noexcept;
+
   const BlockingPoolConfig config_;
   Scheduler* const runtime_;
+  Driver& driver_;
   std::atomic<bool> shutting_down_{false};
   // Queued + running. release on change, acquire on read: a reader that sees
   // 0 also sees the completed tasks' effects (their wake-ups were issued).
@@ -92,7 +100,13 @@ class BlockingPool final : public Scheduler {
   TaskHeader* head_ = nullptr;           // guarded by mutex_; FIFO via queue_next
   TaskHeader* tail_ = nullptr;           // guarded by mutex_
   std::uint64_t queued_ = 0;             // guarded by mutex_
+  // Threads counted against max_threads: a thread leaving on keep-alive stops
+  // counting the moment it decides (under the lock), so a spawn right after
+  // starts a new thread instead of queueing behind one that will not look.
   std::uint32_t threads_ = 0;            // guarded by mutex_
+  // Threads not yet finished (shutdown waits for these, less its own thread
+  // when a blocking function shuts its runtime down).
+  std::uint32_t alive_ = 0;              // guarded by mutex_
   std::uint32_t idle_ = 0;               // guarded by mutex_; idle and unclaimed
   std::uint32_t notify_ = 0;             // guarded by mutex_; claims not yet taken
   std::uint64_t next_thread_id_ = 0;     // guarded by mutex_
