@@ -24,7 +24,9 @@ TimeDriver::~TimeDriver() = default;
 
 Instant TimeDriver::now_locked() const noexcept {
   if (paused_.load(std::memory_order_relaxed)) return base_;
-  return base_ + (std::chrono::steady_clock::now() - unfrozen_);
+  const auto running = std::chrono::steady_clock::now() - unfrozen_;
+  if (Instant::max() - base_ < running) return Instant::max();  // advanced to the end of time
+  return base_ + running;
 }
 
 Instant TimeDriver::now() const noexcept {
@@ -42,8 +44,17 @@ std::uint64_t TimeDriver::deadline_tick(Instant deadline) const noexcept {
   return static_cast<std::uint64_t>(ns / kTickNs) + (ns % kTickNs != 0 ? 1 : 0);
 }
 
+std::optional<Instant> TimeDriver::tick_start(std::uint64_t tick) const noexcept {
+  const std::uint64_t room = static_cast<std::uint64_t>((Instant::max() - origin_).count());
+  if (tick > room / kTickNs) return std::nullopt;
+  return origin_ + std::chrono::nanoseconds(static_cast<std::int64_t>(tick) * kTickNs);
+}
+
 std::uint64_t TimeDriver::now_tick(Instant now) const noexcept {
   if (now <= origin_) return 0;
+  // At the end of time every deadline is due, including those within the
+  // last millisecond (whose tick, rounded up, starts past Instant::max()).
+  if (now == Instant::max()) return deadline_tick(now);
   return static_cast<std::uint64_t>((now - origin_).count() / kTickNs);
 }
 
@@ -56,11 +67,16 @@ TimeDriver::Registered TimeDriver::insert(TimerNode& node, Instant deadline,
     // Pending entries stay pending; wheel entries move if the deadline moved.
     node.waker = std::move(waker);
     if (node.entry.level == kPendingLevel || node.entry.deadline == tick) return Registered::kQueued;
-    if (node.entry.level != kNeverLevel) wheel_.remove(&node.entry);
+    if (node.entry.level == kNeverLevel) {
+      --never_count_;
+    } else {
+      wheel_.remove(&node.entry);
+    }
   }
   node.entry.deadline = tick;
   if (deadline == Instant::max()) {
     node.entry.level = kNeverLevel;
+    ++never_count_;
     node.waker = std::move(waker);
     node.state.store(TimerNode::kRegistered, std::memory_order_relaxed);
     return Registered::kQueued;
@@ -89,7 +105,9 @@ void TimeDriver::remove(TimerNode& node) noexcept {
     if (node.state.load(std::memory_order_relaxed) != TimerNode::kRegistered) return;
     if (node.entry.level == kPendingLevel) {
       unlink_pending(&node.entry);
-    } else if (node.entry.level != kNeverLevel) {
+    } else if (node.entry.level == kNeverLevel) {
+      --never_count_;
+    } else {
       wheel_.remove(&node.entry);
     }
     dropped = std::move(node.waker);
@@ -117,9 +135,10 @@ std::int64_t TimeDriver::park_timeout_ns() noexcept {
     return 0;
   }
   sleeping_until_ = *next;
-  // Until the start of tick *next.
-  const Instant wake = origin_ + std::chrono::nanoseconds(static_cast<std::int64_t>(*next) * kTickNs);
-  return (wake - now).count();
+  // Until the start of tick *next (a tick the clock cannot reach: no timeout).
+  const std::optional<Instant> wake = tick_start(*next);
+  if (!wake) return -1;
+  return (*wake - now).count();
 }
 
 void TimeDriver::unparked() noexcept {
@@ -241,17 +260,25 @@ bool TimeDriver::advance_to_next_deadline() noexcept {
     std::optional<std::uint64_t> next =
         pending_ ? std::optional<std::uint64_t>(wheel_.elapsed()) : wheel_.next_expiration();
     if (!next) return false;
-    const Instant at = origin_ + std::chrono::nanoseconds(static_cast<std::int64_t>(*next) * kTickNs);
-    if (at > base_) base_ = at;
+    // A tick starting past Instant::max() (a deadline in the last millisecond
+    // of the clock's range): jump to the end of time, where it is due.
+    const std::optional<Instant> at = tick_start(*next);
+    const Instant to = at ? *at : Instant::max();
+    if (to > base_) base_ = to;
     target = now_tick(base_);
   }
   fire_until(target);
   return true;
 }
 
+bool TimeDriver::has_deadlines() const noexcept {
+  std::lock_guard guard(lock_);
+  return !wheel_.empty() || pending_ != nullptr;
+}
+
 std::uint64_t TimeDriver::active_timers() const noexcept {
   std::lock_guard guard(lock_);
-  return wheel_.size() + pending_count_;
+  return wheel_.size() + pending_count_ + never_count_;
 }
 
 }  // namespace volt::detail

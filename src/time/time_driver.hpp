@@ -76,11 +76,15 @@ class TimeDriver {
   bool advance_to_next_deadline() noexcept;
 
   std::uint64_t active_timers() const noexcept;
+  // Some registered timer can still fire (one not at Instant::max()).
+  bool has_deadlines() const noexcept;
   std::uint64_t fired_timers() const noexcept { return fired_.load(std::memory_order_relaxed); }
 
  private:
   static constexpr std::size_t kBatch = 32;
   std::uint64_t deadline_tick(Instant deadline) const noexcept;
+  // The instant tick `tick` starts at; nullopt past what Instant can hold.
+  std::optional<Instant> tick_start(std::uint64_t tick) const noexcept;
   std::uint64_t now_tick(Instant now) const noexcept;
   Instant now_locked() const noexcept;  // lock_ held
   std::size_t fire_until(std::uint64_t tick) noexcept;
@@ -98,6 +102,7 @@ class TimeDriver {
   TimerWheel wheel_;                    // guarded by lock_
   TimerEntry* pending_ = nullptr;       // guarded by lock_; due, not yet fired
   std::uint64_t pending_count_ = 0;     // guarded by lock_
+  std::uint64_t never_count_ = 0;       // guarded by lock_; registrations at kNeverLevel
   std::uint64_t sleeping_until_ = 0;    // guarded by lock_; tick, 0: nobody sleeps
   std::atomic<std::uint64_t> fired_{0};  // statistics; relaxed
 

@@ -63,6 +63,11 @@ class Interval {
   class [[nodiscard]] TickAwaiter {
    public:
     explicit TickAwaiter(Interval& interval) noexcept : interval_(interval) {}
+    // Before it is awaited (e.g. into timeout(d, every.tick())).
+    TickAwaiter(TickAwaiter&& other) noexcept
+        : interval_(other.interval_), now_(other.now_), completed_(other.completed_) {
+      other.completed_ = true;  // the moved-from one withdraws nothing
+    }
     TickAwaiter(const TickAwaiter&) = delete;
     TickAwaiter& operator=(const TickAwaiter&) = delete;
     ~TickAwaiter() {

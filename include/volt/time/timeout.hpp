@@ -22,7 +22,11 @@
 //  - An operation that becomes ready in the same poll as the deadline wins.
 //  - timeout(d, op) counts d from the first await. d <= 0: the operation gets
 //    one try, then times out. Huge d saturates ("no deadline").
-//  - The operand is held by reference if it is an lvalue, else moved in.
+//  - The operand is held by reference if it is an lvalue, else moved in and
+//    destroyed when the co_await completes (so the result must not refer into
+//    it). An lvalue operand is the caller's: a Sleep stays registered (as
+//    Tokio's `&mut sleep` in a select loop), a JoinHandle's wait is withdrawn.
+//  - A Timeout may be moved only before it is awaited.
 //  - Allocation: the branch is one Task frame from the recycling frame
 //    allocator (none in steady state); the timer lives in the Timeout.
 //  - Must be awaited inside a runtime task.
@@ -30,6 +34,7 @@
 
 #include <chrono>
 #include <coroutine>
+#include <exception>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -62,33 +67,39 @@ decltype(auto) get_awaiter(A&& a) {
 
 template <class Op>
 class [[nodiscard]] Timeout {
-  // `Op` is `X&` for an lvalue operand (held by reference), `X` otherwise.
-  using Got = decltype(detail::get_awaiter(std::declval<std::remove_reference_t<Op>&>()));
+  // `Op` is `X&` for an lvalue operand (held by reference), `X` otherwise
+  // (moved in, owned, destroyed when the co_await completes).
+  static constexpr bool kOwnsOp = !std::is_reference_v<Op>;
+  using OpType = std::remove_reference_t<Op>;
+  using Got = decltype(detail::get_awaiter(std::declval<OpType&>()));
   static constexpr bool kAwaiterIsRef = std::is_reference_v<Got>;
   using Awaiter = std::remove_reference_t<Got>;
 
  public:
   using Value = decltype(std::declval<Awaiter&>().await_resume());
 
-  Timeout(Op&& op, Instant deadline) noexcept(std::is_nothrow_constructible_v<Op, Op&&>)
-      : op_(std::forward<Op>(op)), deadline_(deadline), has_deadline_(true) {}
-  Timeout(Op&& op, Duration d) noexcept(std::is_nothrow_constructible_v<Op, Op&&>)
-      : op_(std::forward<Op>(op)), duration_(d) {}
+  Timeout(Op&& op, Instant deadline) : deadline_(deadline), has_deadline_(true) {
+    hold(std::forward<Op>(op));
+  }
+  Timeout(Op&& op, Duration d) : duration_(d) { hold(std::forward<Op>(op)); }
+  // Only before it is awaited (as when a Timeout is itself the operand of
+  // another timeout); moving an awaited Timeout is a contract violation.
+  Timeout(Timeout&& other) noexcept(!kOwnsOp || std::is_nothrow_move_constructible_v<OpType>)
+  requires(!kOwnsOp || std::is_move_constructible_v<OpType>)
+      : deadline_(other.deadline_), duration_(other.duration_), has_deadline_(other.has_deadline_) {
+    if (other.awaiter_ || other.finished_) std::terminate();
+    hold(std::forward<Op>(other.op()));
+  }
   Timeout(const Timeout&) = delete;
   Timeout& operator=(const Timeout&) = delete;
-  ~Timeout() {
-    branch_.reset();  // before the awaiter it points to
-    timer_.cancel();
-    if constexpr (!kAwaiterIsRef) {
-      if (awaiter_) awaiter_->~Awaiter();
-    }
-  }
+  Timeout& operator=(Timeout&&) = delete;
+  ~Timeout() { finish(); }
 
   bool await_ready() {
     if constexpr (kAwaiterIsRef) {
-      awaiter_ = &detail::get_awaiter(op_);
+      awaiter_ = &detail::get_awaiter(op());
     } else {
-      awaiter_ = ::new (static_cast<void*>(storage_)) Awaiter(detail::get_awaiter(op_));
+      awaiter_ = ::new (static_cast<void*>(awaiter_storage_)) Awaiter(detail::get_awaiter(op()));
     }
     return awaiter_->await_ready();  // ready: no timer at all
   }
@@ -105,6 +116,12 @@ class [[nodiscard]] Timeout {
   }
 
   Expected<Value> await_resume() {
+    // Whatever happens (a value, an exception, a timeout), the operation and
+    // everything it registered are gone when the co_await completes.
+    struct Finish {
+      Timeout* t;
+      ~Finish() { t->finish(); }
+    } finish_after{this};
     if (!branch_.started()) {
       // Ready in await_ready: the operation's own await_resume.
       if constexpr (std::is_void_v<Value>) {
@@ -114,7 +131,6 @@ class [[nodiscard]] Timeout {
         return Expected<Value>(awaiter_->await_resume());
       }
     }
-    timer_.cancel();
     if (branch_.done()) {
       if constexpr (std::is_void_v<Value>) {
         branch_.result();
@@ -123,8 +139,7 @@ class [[nodiscard]] Timeout {
         return Expected<Value>(branch_.result());
       }
     }
-    branch_.reset();  // cancel the operation where it waits
-    return Expected<Value>(errc::timed_out);
+    return Expected<Value>(errc::timed_out);  // finish() cancels the operation
   }
 
  private:
@@ -136,14 +151,45 @@ class [[nodiscard]] Timeout {
     return t->timer_.fired();
   }
 
-  Op op_;
+  void hold(Op&& op) {
+    if constexpr (kOwnsOp) {
+      ::new (static_cast<void*>(op_storage_)) OpType(std::move(op));
+    } else {
+      op_ = &op;
+    }
+  }
+  OpType& op() noexcept {
+    if constexpr (kOwnsOp) {
+      return *std::launder(reinterpret_cast<OpType*>(op_storage_));
+    } else {
+      return *op_;
+    }
+  }
+
+  // Cancels and destroys in dependency order: the branch (which points at
+  // the awaiter), the timer, the awaiter, then an owned operand. Idempotent.
+  void finish() noexcept {
+    if (finished_) return;
+    finished_ = true;
+    branch_.reset();
+    timer_.cancel();
+    if constexpr (!kAwaiterIsRef) {
+      if (awaiter_) awaiter_->~Awaiter();
+    }
+    awaiter_ = nullptr;
+    if constexpr (kOwnsOp) op().~OpType();
+  }
+
+  alignas(OpType) unsigned char op_storage_[kOwnsOp ? sizeof(OpType) : 1];
+  OpType* op_ = nullptr;  // the operand when held by reference
   Awaiter* awaiter_ = nullptr;
-  alignas(Awaiter) unsigned char storage_[kAwaiterIsRef ? 1 : sizeof(Awaiter)];
+  alignas(Awaiter) unsigned char awaiter_storage_[kAwaiterIsRef ? 1 : sizeof(Awaiter)];
   detail::Branch<Value> branch_;
   detail::TimerNode timer_;
   Instant deadline_{};
   Duration duration_{};
   bool has_deadline_ = false;
+  bool finished_ = false;
 };
 
 template <class Rep, class Period, class Op>
