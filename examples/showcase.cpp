@@ -11,9 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "volt/volt.hpp"
@@ -77,8 +77,7 @@ volt::Task<void> timers() {
     lateness.push_back(co_await s);
   std::sort(lateness.begin(), lateness.end());
   std::printf("  5000 sleeps of 1..50 ms woke late by: median %.0f us, p99 %.0f us, max %.0f us\n",
-              lateness[lateness.size() / 2], lateness[lateness.size() * 99 / 100],
-              lateness.back());
+              lateness[lateness.size() / 2], lateness[lateness.size() * 99 / 100], lateness.back());
 
   // A timeout cancels the slow operation where it waits.
   volt::Expected<int> answer = co_await volt::timeout(milliseconds(20), slow_answer());

@@ -56,7 +56,7 @@ int wait_for_events(int epoll_fd, epoll_event* events, int max, std::int64_t tim
   if (timeout_ns >= 0) {
     const std::int64_t ms = timeout_ns / 1'000'000 + (timeout_ns % 1'000'000 != 0 ? 1 : 0);
     timeout_ms = ms > std::numeric_limits<int>::max() ? std::numeric_limits<int>::max()
-                                                       : static_cast<int>(ms);
+                                                      : static_cast<int>(ms);
   }
   return ::epoll_wait(epoll_fd, events, max, timeout_ms);
 }

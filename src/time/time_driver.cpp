@@ -66,7 +66,8 @@ TimeDriver::Registered TimeDriver::insert(TimerNode& node, Instant deadline,
     // Re-armed while linked (awaited again, by a later poll or another task).
     // Pending entries stay pending; wheel entries move if the deadline moved.
     node.waker = std::move(waker);
-    if (node.entry.level == kPendingLevel || node.entry.deadline == tick) return Registered::kQueued;
+    if (node.entry.level == kPendingLevel || node.entry.deadline == tick)
+      return Registered::kQueued;
     if (node.entry.level == kNeverLevel) {
       --never_count_;
     } else {

@@ -99,11 +99,11 @@ class TimeDriver {
 
   const Instant origin_;
   mutable SpinLock lock_;
-  TimerWheel wheel_;                    // guarded by lock_
-  TimerEntry* pending_ = nullptr;       // guarded by lock_; due, not yet fired
-  std::uint64_t pending_count_ = 0;     // guarded by lock_
-  std::uint64_t never_count_ = 0;       // guarded by lock_; registrations at kNeverLevel
-  std::uint64_t sleeping_until_ = 0;    // guarded by lock_; tick, 0: nobody sleeps
+  TimerWheel wheel_;                     // guarded by lock_
+  TimerEntry* pending_ = nullptr;        // guarded by lock_; due, not yet fired
+  std::uint64_t pending_count_ = 0;      // guarded by lock_
+  std::uint64_t never_count_ = 0;        // guarded by lock_; registrations at kNeverLevel
+  std::uint64_t sleeping_until_ = 0;     // guarded by lock_; tick, 0: nobody sleeps
   std::atomic<std::uint64_t> fired_{0};  // statistics; relaxed
 
   // Paused clock: now = base_ + (paused ? 0 : steady_clock::now() - unfrozen_).
@@ -111,8 +111,8 @@ class TimeDriver {
   // pause takes effect and never cleared (a resumed clock keeps its offset).
   std::atomic<bool> paused_{false};
   std::atomic<bool> virtual_{false};  // the clock was ever paused
-  Instant base_{};                     // guarded by lock_
-  Instant unfrozen_{};                 // guarded by lock_
+  Instant base_{};                    // guarded by lock_
+  Instant unfrozen_{};                // guarded by lock_
 };
 
 }  // namespace volt::detail

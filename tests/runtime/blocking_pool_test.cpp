@@ -75,8 +75,8 @@ Task<int> await_void_blocking(int* written) {
 Task<int> await_move_only(LifeCounters* counters) {
   auto owned = std::make_unique<int>(5);
   Tracked probe(*counters, 3);
-  JoinHandle<std::unique_ptr<int>> h = volt::spawn_blocking(
-      [owned = std::move(owned), probe = std::move(probe)]() mutable {
+  JoinHandle<std::unique_ptr<int>> h =
+      volt::spawn_blocking([owned = std::move(owned), probe = std::move(probe)]() mutable {
         *owned += probe.value();
         return std::move(owned);
       });
@@ -146,7 +146,8 @@ TEST_P(BlockingPoolTest, ValueIsDeliveredToJoiningPlainThreads) {
   std::vector<int> results(4, 0);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] { results[t] = handle.spawn_blocking([t] { return t + 100; }).join(); });
+    threads.emplace_back(
+        [&, t] { results[t] = handle.spawn_blocking([t] { return t + 100; }).join(); });
   }
   for (auto& t : threads)
     t.join();
@@ -229,9 +230,11 @@ TEST_P(BlockingPoolTest, GrowsToMaxBlockingThreadsThenQueues) {
   }
   EXPECT_TRUE(wait_until([&] {
     RuntimeStats s = rt.stats();
-    return meter.running() == kMax && s.blocking_threads == kMax && s.blocking_queue_depth == kJobs - kMax;
-  })) << "running " << meter.running() << ", threads " << rt.stats().blocking_threads
-      << ", queued " << rt.stats().blocking_queue_depth;
+    return meter.running() == kMax && s.blocking_threads == kMax &&
+           s.blocking_queue_depth == kJobs - kMax;
+  })) << "running "
+      << meter.running() << ", threads " << rt.stats().blocking_threads << ", queued "
+      << rt.stats().blocking_queue_depth;
   // Stays there: no fifth thread, nothing more starts.
   std::this_thread::sleep_for(50ms);
   RuntimeStats s = rt.stats();
@@ -419,7 +422,8 @@ TEST_P(BlockingPoolTest, ShutdownTimeoutLeavesStuckWorkToFinishInTheBackground) 
   std::atomic<bool> started{false};
   std::atomic<bool> finished{false};
   std::atomic<int> stops{0};
-  std::optional<Runtime> rt(make_builder(GetParam()).on_thread_stop([&] { stops.fetch_add(1); }).build());
+  std::optional<Runtime> rt(
+      make_builder(GetParam()).on_thread_stop([&] { stops.fetch_add(1); }).build());
   Handle kept = rt->handle();
   JoinHandle<int> h = rt->spawn_blocking([&] {
     started = true;
@@ -534,19 +538,21 @@ TEST(BlockingPoolConfigTest, SpawnBlockingOutsideARuntimeThrowsNoRuntime) {
 TEST(BlockingPoolConfigTest, BuilderRejectsZeroThreadsAndNegativeKeepAlive) {
   EXPECT_EQ(volt_error_of([] { (void)Runtime::Builder().max_blocking_threads(0).build(); }),
             code(errc::invalid_argument));
-  EXPECT_EQ(volt_error_of([] {
-              (void)Runtime::Builder::current_thread().max_blocking_threads(0).build();
-            }),
+  EXPECT_EQ(volt_error_of(
+                [] { (void)Runtime::Builder::current_thread().max_blocking_threads(0).build(); }),
             code(errc::invalid_argument));
   EXPECT_EQ(volt_error_of([] { (void)Runtime::Builder().thread_keep_alive(-1ns).build(); }),
             code(errc::invalid_argument));
-  EXPECT_EQ(volt_error_of([] {
-              (void)Runtime::Builder::current_thread().thread_keep_alive(-5s).build();
-            }),
+  EXPECT_EQ(volt_error_of(
+                [] { (void)Runtime::Builder::current_thread().thread_keep_alive(-5s).build(); }),
             code(errc::invalid_argument));
   // The edges that are allowed.
   EXPECT_EQ(volt_error_of([] {
-              Runtime rt = Runtime::Builder().worker_threads(1).max_blocking_threads(1).thread_keep_alive(0ns).build();
+              Runtime rt = Runtime::Builder()
+                               .worker_threads(1)
+                               .max_blocking_threads(1)
+                               .thread_keep_alive(0ns)
+                               .build();
               EXPECT_EQ(rt.spawn_blocking([] { return 2; }).join(), 2);
             }),
             std::error_code());

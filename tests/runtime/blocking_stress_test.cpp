@@ -73,8 +73,8 @@ auto job(StressState* s, std::uint64_t spawner, std::uint64_t i) {
 
 // Checks one outcome; `value` is set if the function returned, `what` if it
 // threw std::runtime_error.
-void record(StressState* s, std::uint64_t spawner, std::uint64_t i, std::optional<std::uint64_t> value,
-            const std::string* what) {
+void record(StressState* s, std::uint64_t spawner, std::uint64_t i,
+            std::optional<std::uint64_t> value, const std::string* what) {
   bool ok;
   if (throws(i)) {
     ok = what && *what == std::to_string(spawner) + ":" + std::to_string(i);
@@ -183,14 +183,14 @@ TEST_P(BlockingStressTest, ManySpawnersOnASmallPoolWithShortKeepAlive) {
     plain.emplace_back(thread_spawner, &s, handle, static_cast<std::uint64_t>(kTaskSpawners + t));
 
   const int spawners = kTaskSpawners + kThreadSpawners;
-  const bool finished = wait_until([&] { return s.spawners_done.load() == spawners; },
-                                   kSanitized ? 240s : 45s);
+  const bool finished =
+      wait_until([&] { return s.spawners_done.load() == spawners; }, kSanitized ? 240s : 45s);
   if (!finished) {
     RuntimeStats st = handle.stats();
     ADD_FAILURE() << "spawners still waiting: " << spawners - s.spawners_done.load()
-                  << "; pool threads " << st.blocking_threads << ", idle " << st.idle_blocking_threads
-                  << ", queued " << st.blocking_queue_depth << "; results so far " << s.good.load()
-                  << " good, " << s.bad.load() << " bad";
+                  << "; pool threads " << st.blocking_threads << ", idle "
+                  << st.idle_blocking_threads << ", queued " << st.blocking_queue_depth
+                  << "; results so far " << s.good.load() << " good, " << s.bad.load() << " bad";
     rt->shutdown_timeout(5s);  // cancels what never started, so every wait ends
   }
   task_driver.join();
@@ -210,10 +210,11 @@ TEST_P(BlockingStressTest, ManySpawnersOnASmallPoolWithShortKeepAlive) {
   EXPECT_EQ(s.functions.live(), 0);
   EXPECT_EQ(s.functions.double_destroyed.load(), 0);
   const std::size_t workers = GetParam().current_thread ? 0 : GetParam().workers;
-  std::printf("  [%s] %llu jobs, %d threads started (%zu workers), most alive seen %llu over %llu samples\n",
-              GetParam().name, static_cast<unsigned long long>(total), thread_starts.load(), workers,
-              static_cast<unsigned long long>(max_threads_seen),
-              static_cast<unsigned long long>(samples));
+  std::printf(
+      "  [%s] %llu jobs, %d threads started (%zu workers), most alive seen %llu over %llu "
+      "samples\n",
+      GetParam().name, static_cast<unsigned long long>(total), thread_starts.load(), workers,
+      static_cast<unsigned long long>(max_threads_seen), static_cast<unsigned long long>(samples));
 }
 
 }  // namespace

@@ -23,8 +23,7 @@ using namespace std::chrono_literals;
 
 class IntervalTest : public ::testing::TestWithParam<Flavour> {};
 
-INSTANTIATE_TEST_SUITE_P(Flavours, IntervalTest, ::testing::ValuesIn(kTimeFlavours),
-                         FlavourName());
+INSTANTIATE_TEST_SUITE_P(Flavours, IntervalTest, ::testing::ValuesIn(kTimeFlavours), FlavourName());
 
 // ---- real clock ----
 
@@ -153,12 +152,14 @@ TEST(IntervalArgumentsTest, NonPositivePeriodThrowsInvalidArgument) {
             code(errc::invalid_argument));
   EXPECT_EQ(volt_error_of([] { (void)volt::interval(std::chrono::hours::min()); }),
             code(errc::invalid_argument));
-  EXPECT_EQ(volt_error_of([&] { (void)volt::interval_at(now, 0ns); }), code(errc::invalid_argument));
+  EXPECT_EQ(volt_error_of([&] { (void)volt::interval_at(now, 0ns); }),
+            code(errc::invalid_argument));
   EXPECT_EQ(volt_error_of([&] { (void)volt::Interval(now, volt::Duration(-1)); }),
             code(errc::invalid_argument));
   // The smallest positive period and a saturated huge one are fine.
   EXPECT_EQ(volt_error_of([] { (void)volt::interval(1ns); }), std::error_code());
-  EXPECT_EQ(volt_error_of([] { (void)volt::interval(std::chrono::hours::max()); }), std::error_code());
+  EXPECT_EQ(volt_error_of([] { (void)volt::interval(std::chrono::hours::max()); }),
+            std::error_code());
   EXPECT_EQ(volt::interval(std::chrono::hours::max()).period(), volt::Duration::max());
 }
 
@@ -208,9 +209,8 @@ void expect_ticks(const std::vector<Seen>& seen, const std::vector<Seen>& expect
     EXPECT_EQ(seen[i].returned, expected[i].returned)
         << "returned +" << to_ms(seen[i].returned) << " ms, expected +"
         << to_ms(expected[i].returned) << " ms";
-    EXPECT_EQ(seen[i].now, expected[i].now)
-        << "completed at +" << to_ms(seen[i].now) << " ms, expected +" << to_ms(expected[i].now)
-        << " ms";
+    EXPECT_EQ(seen[i].now, expected[i].now) << "completed at +" << to_ms(seen[i].now)
+                                            << " ms, expected +" << to_ms(expected[i].now) << " ms";
   }
 }
 
@@ -219,10 +219,10 @@ TEST(IntervalMissedTicksTest, BurstCatchesUpKeepingTheSchedule) {
   std::vector<Seen> seen =
       rt.block_on(ticks_after_a_jump(volt::MissedTickBehavior::burst, 10ms, {35ms}, 5));
   expect_ticks(seen, {{0ms, 0ms},
-                      {10ms, 35ms},   // missed: at once
-                      {20ms, 35ms},   // missed: at once
-                      {30ms, 35ms},   // late by 5 ms only: on time, at once
-                      {40ms, 40ms},   // caught up: waits for its time
+                      {10ms, 35ms},  // missed: at once
+                      {20ms, 35ms},  // missed: at once
+                      {30ms, 35ms},  // late by 5 ms only: on time, at once
+                      {40ms, 40ms},  // caught up: waits for its time
                       {50ms, 50ms}});
 }
 
@@ -231,8 +231,8 @@ TEST(IntervalMissedTicksTest, DelayShiftsTheSchedule) {
   std::vector<Seen> seen =
       rt.block_on(ticks_after_a_jump(volt::MissedTickBehavior::delay, 10ms, {35ms}, 3));
   expect_ticks(seen, {{0ms, 0ms},
-                      {10ms, 35ms},   // the late tick, now
-                      {45ms, 45ms},   // one period after it completed
+                      {10ms, 35ms},  // the late tick, now
+                      {45ms, 45ms},  // one period after it completed
                       {55ms, 55ms}});
 }
 
@@ -241,8 +241,8 @@ TEST(IntervalMissedTicksTest, SkipDropsTheMissedTicks) {
   std::vector<Seen> seen =
       rt.block_on(ticks_after_a_jump(volt::MissedTickBehavior::skip, 10ms, {35ms}, 3));
   expect_ticks(seen, {{0ms, 0ms},
-                      {10ms, 35ms},   // the late tick, now
-                      {40ms, 40ms},   // the next of the original schedule after now
+                      {10ms, 35ms},  // the late tick, now
+                      {40ms, 40ms},  // the next of the original schedule after now
                       {50ms, 50ms}});
   // Landing exactly on a scheduled instant: the next one is strictly after.
   Runtime rt2 = paused_runtime();
@@ -257,9 +257,9 @@ TEST(IntervalMissedTicksTest, LateByFiveMillisecondsIsNotMissed) {
   std::vector<Seen> seen =
       rt.block_on(ticks_after_a_jump(volt::MissedTickBehavior::delay, 10ms, {15ms, 16ms}, 2));
   expect_ticks(seen, {{0ms, 0ms},
-                      {10ms, 15ms},   // 5 ms late: on schedule
+                      {10ms, 15ms},  // 5 ms late: on schedule
                       {20ms, 20ms},
-                      {30ms, 36ms},   // 6 ms late: missed, shifted
+                      {30ms, 36ms},  // 6 ms late: missed, shifted
                       {46ms, 46ms}});
 }
 

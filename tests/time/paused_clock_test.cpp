@@ -69,8 +69,8 @@ Task<OrderReport> sleep_on_every_level(std::vector<std::chrono::nanoseconds> dur
 
 TEST(PausedClockTest, TimersFireInDeadlineOrderOnEveryWheelLevelNeverEarly) {
   std::vector<std::chrono::nanoseconds> durations = {
-      1ms, 2ms, 63ms, 64ms, 65ms, 127ms, 128ms, 4095ms, 4096ms, 4097ms,
-      262143ms, 262144ms, 262145ms, 1h, 3 * kDay, 30 * kDay, 365 * kDay,
+      1ms, 2ms, 63ms, 64ms, 65ms, 127ms, 128ms, 4095ms, 4096ms, 4097ms, 262143ms, 262144ms,
+      262145ms, 1h, 3 * kDay, 30 * kDay, 365 * kDay,
       // Beyond the wheel's span (63 * 64^5 ms, about 2.1 years): re-placed
       // as time comes closer, never early.
       800 * kDay, 1000 * kDay,
@@ -185,16 +185,15 @@ Task<std::vector<AdvanceStep>> advance_in_steps(std::vector<std::chrono::nanosec
 TEST(PausedClockTest, AdvanceFiresExactlyTheTimersThatCameDue) {
   Runtime rt = paused_runtime();
   const std::vector<std::chrono::nanoseconds> sleeps = {10ms, 20ms, 30ms, 1h, 5 * kDay};
-  const std::vector<std::chrono::nanoseconds> steps = {
-      15ms,   // 10 fires
-      5ms,    // 20 fires, on the boundary
-      0ms,    // nothing moves
-      -1s,    // nothing moves
-      9ms,    // 29: nothing
-      1ms,    // 30 fires
-      1h - 31ms,  // 59:59.999: nothing
-      1ms,        // 1 h fires
-      5 * kDay};  // the 5-day one fires
+  const std::vector<std::chrono::nanoseconds> steps = {15ms,       // 10 fires
+                                                       5ms,        // 20 fires, on the boundary
+                                                       0ms,        // nothing moves
+                                                       -1s,        // nothing moves
+                                                       9ms,        // 29: nothing
+                                                       1ms,        // 30 fires
+                                                       1h - 31ms,  // 59:59.999: nothing
+                                                       1ms,        // 1 h fires
+                                                       5 * kDay};  // the 5-day one fires
   std::vector<AdvanceStep> out = rt.block_on(advance_in_steps(sleeps, steps));
   ASSERT_EQ(out.size(), steps.size());
   struct Expect {
@@ -244,8 +243,9 @@ Task<std::error_code> resume_error() {
 }
 
 TEST(PausedClockTest, PausingNeedsACurrentThreadRuntime) {
-  EXPECT_EQ(volt_error_of([] { (void)Runtime::Builder::multi_thread().start_paused(true).build(); }),
-            code(errc::invalid_argument));
+  EXPECT_EQ(
+      volt_error_of([] { (void)Runtime::Builder::multi_thread().start_paused(true).build(); }),
+      code(errc::invalid_argument));
   EXPECT_EQ(volt_error_of([] {
               Runtime::Builder b = Runtime::Builder::multi_thread();
               b.worker_threads(2).start_paused(true);
@@ -450,8 +450,9 @@ Task<void> sleep_until_with_guard(Instant at, oneshot::Sender<int> tx, std::atom
 }
 
 TEST(PausedClockTest, DeadlineJustBelowInstantMaxIsReached) {
-  for (std::chrono::nanoseconds back : {std::chrono::nanoseconds(1ns), std::chrono::nanoseconds(1us),
-                                        std::chrono::nanoseconds(1s)}) {
+  for (std::chrono::nanoseconds back :
+       {std::chrono::nanoseconds(1ns), std::chrono::nanoseconds(1us),
+        std::chrono::nanoseconds(1s)}) {
     SCOPED_TRACE(::testing::Message() << "deadline Instant::max() - " << back.count() << " ns");
     Runtime rt = paused_runtime();
     auto [tx, rx] = oneshot::channel<int>();

@@ -119,7 +119,8 @@ Task<NoTimerReport> sleeps_without_timer() {
     volt::Sleep until_now = volt::sleep_until(now);
     volt::Sleep until_past = volt::sleep_until(now - 1s);
     volt::Sleep until_min = volt::sleep_until(Instant::min());
-    for (volt::Sleep* s : {&zero, &negative, &min_ns, &min_hours, &until_now, &until_past, &until_min})
+    for (volt::Sleep* s :
+         {&zero, &negative, &min_ns, &min_hours, &until_now, &until_past, &until_min})
       all_elapsed = all_elapsed && s->is_elapsed();
     co_await zero;
     co_await negative;
@@ -228,9 +229,9 @@ TEST_P(SleepTest, SaturatedSleepCountsAsAnActiveTimer) {
 TEST_P(SleepTest, FarDeadlinesStayPendingUntilAborted) {
   Runtime rt = make_runtime(GetParam());
   DriveInBackground drive(rt, GetParam());
-  for (std::chrono::nanoseconds d : {std::chrono::nanoseconds(72h),
-                                     std::chrono::nanoseconds(24h * 365 * 3),
-                                     std::chrono::nanoseconds(24h * 365 * 100)}) {
+  for (std::chrono::nanoseconds d :
+       {std::chrono::nanoseconds(72h), std::chrono::nanoseconds(24h * 365 * 3),
+        std::chrono::nanoseconds(24h * 365 * 100)}) {
     SCOPED_TRACE(to_ms(d));
     std::atomic<bool> woke{false};
     JoinHandle<void> h = rt.spawn(sleep_for_duration_then_set(d, &woke));
@@ -331,7 +332,8 @@ Task<std::vector<std::chrono::nanoseconds>> timed_sleeps(int n, std::chrono::nan
 
 TEST_P(SleepTest, ShortSleepOnAnIdleRuntimeCompletesAboutOnTime) {
   Runtime rt = make_runtime(GetParam());
-  std::vector<std::chrono::nanoseconds> elapsed = run_in_runtime(rt, GetParam(), timed_sleeps(10, 5ms));
+  std::vector<std::chrono::nanoseconds> elapsed =
+      run_in_runtime(rt, GetParam(), timed_sleeps(10, 5ms));
   for (auto e : elapsed) {
     EXPECT_GE(e, 5ms);
     EXPECT_LT(e, 5ms + kLateBound) << "a 5 ms sleep took " << to_ms(e) << " ms";
@@ -342,7 +344,8 @@ TEST_P(SleepTest, ShortSleepOnAnIdleRuntimeCompletesAboutOnTime) {
   EXPECT_LT(elapsed[elapsed.size() / 2], 5ms + kLateBound / 2);
 }
 
-Task<std::chrono::nanoseconds> one_timed_sleep(std::chrono::nanoseconds d, std::atomic<bool>* done) {
+Task<std::chrono::nanoseconds> one_timed_sleep(std::chrono::nanoseconds d,
+                                               std::atomic<bool>* done) {
   const auto start = SteadyClock::now();
   co_await volt::sleep(d);
   const auto elapsed = SteadyClock::now() - start;
@@ -358,7 +361,8 @@ TEST_P(SleepTest, SleepFromATaskSpawnedAfterIdlenessWakesOnTime) {
   for (int i = 0; i < 5; ++i) {
     std::atomic<bool> done{false};
     JoinHandle<std::chrono::nanoseconds> h = rt.spawn(one_timed_sleep(2ms, &done));
-    ASSERT_TRUE(wait_until([&] { return done.load(); }, 1s)) << "a 2 ms sleep did not complete in 1 s";
+    ASSERT_TRUE(wait_until([&] { return done.load(); }, 1s))
+        << "a 2 ms sleep did not complete in 1 s";
     const auto elapsed = h.join();
     EXPECT_GE(elapsed, 2ms);
     EXPECT_LT(elapsed, 2ms + kLateBound) << "took " << to_ms(elapsed) << " ms";
@@ -370,7 +374,8 @@ TEST_P(SleepTest, SleepFromATaskSpawnedAfterIdlenessWakesOnTime) {
 // timer (epoll_wait with no timeout) while worker A, busy, registers a timer.
 // Only A's registration can wake B (A then parks on its futex, the driver
 // being taken); without it the sleep never completes.
-Task<std::chrono::nanoseconds> busy_then_sleep(std::atomic<int>* phase, std::chrono::nanoseconds d) {
+Task<std::chrono::nanoseconds> busy_then_sleep(std::atomic<int>* phase,
+                                               std::chrono::nanoseconds d) {
   phase->store(1);
   // Hold this worker (no await) until the test says go.
   const auto give_up = SteadyClock::now() + kNotHung;
@@ -427,8 +432,8 @@ TEST_P(SleepTest, IdleRuntimeWithPendingTimersDoesNotSpin) {
   sleepers.push_back(rt.spawn(sleep_for_duration_then_set(24h * 40, &woke[1])));
   std::atomic<bool> saturated{false};
   std::atomic<bool> suspending{false};
-  sleepers.push_back(rt.spawn(
-      sleep_huge_then_set(std::chrono::hours::max(), &woke[2], &saturated, &suspending)));
+  sleepers.push_back(
+      rt.spawn(sleep_huge_then_set(std::chrono::hours::max(), &woke[2], &saturated, &suspending)));
   // (The saturated one is not counted in active_timers today; see
   // SaturatedSleepCountsAsAnActiveTimer.)
   ASSERT_TRUE(wait_until([&] { return rt.stats().active_timers >= 2 && suspending.load(); }));

@@ -24,8 +24,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -82,7 +82,8 @@ class DriveInBackground {
     if (!flavour.current_thread) return;
     auto [tx, rx] = oneshot::channel<int>();
     stop_ = std::move(tx);
-    thread_ = std::thread([&rt, rx = std::move(rx)]() mutable { rt.block_on(wait_for(std::move(rx))); });
+    thread_ =
+        std::thread([&rt, rx = std::move(rx)]() mutable { rt.block_on(wait_for(std::move(rx))); });
   }
   DriveInBackground(const DriveInBackground&) = delete;
   DriveInBackground& operator=(const DriveInBackground&) = delete;

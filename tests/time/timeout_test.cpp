@@ -16,8 +16,8 @@
 #define VOLT_TEST_DEFINE_COUNTING_NEW 1
 
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -35,8 +35,7 @@ using namespace std::chrono_literals;
 
 class TimeoutTest : public ::testing::TestWithParam<Flavour> {};
 
-INSTANTIATE_TEST_SUITE_P(Flavours, TimeoutTest, ::testing::ValuesIn(kTimeFlavours),
-                         FlavourName());
+INSTANTIATE_TEST_SUITE_P(Flavours, TimeoutTest, ::testing::ValuesIn(kTimeFlavours), FlavourName());
 
 bool is_timed_out(const std::error_code& e) {
   return e == errc::timed_out;
@@ -64,14 +63,15 @@ Task<TaskOutcome> task_in_time_and_too_slow(LifeCounters* counters) {
   r.in_time_value = fast.has_value() ? *fast : -1;
 
   const auto start = SteadyClock::now();
-  Expected<int> slow = co_await volt::timeout(10ms, sleep_with_probe(Tracked(*counters, 5), 1h, &finished));
+  Expected<int> slow =
+      co_await volt::timeout(10ms, sleep_with_probe(Tracked(*counters, 5), 1h, &finished));
   r.slow_elapsed = SteadyClock::now() - start;
   r.slow_timed_out = !slow && is_timed_out(slow.error());
   r.live_after = counters->live();
   r.active_after = stats_here().active_timers;
 
-  Expected<int> at = co_await volt::timeout_at(volt::time::now() + 5ms,
-                                               sleep_with_probe(Tracked(*counters, 6), 1h, &finished));
+  Expected<int> at = co_await volt::timeout_at(
+      volt::time::now() + 5ms, sleep_with_probe(Tracked(*counters, 6), 1h, &finished));
   r.at_timed_out = !at && is_timed_out(at.error());
   r.live_after_at = counters->live();
   r.finished = finished.load();
@@ -403,11 +403,9 @@ Task<NestedOutcome> nested_timeouts(LifeCounters* counters) {
   // A Timeout operand moved in (rvalue): destroyed, with its sleep, when the
   // outer co_await completes.
   {
-    Expected<Expected<void>> d =
-        co_await volt::timeout(1s, volt::timeout(3ms, volt::sleep(1h)));
+    Expected<Expected<void>> d = co_await volt::timeout(1s, volt::timeout(3ms, volt::sleep(1h)));
     r.rvalue_inner_fires = d.has_value() && !*d && is_timed_out(d->error());
-    Expected<Expected<void>> e =
-        co_await volt::timeout(3ms, volt::timeout(1h, volt::sleep(1h)));
+    Expected<Expected<void>> e = co_await volt::timeout(3ms, volt::timeout(1h, volt::sleep(1h)));
     r.rvalue_outer_fires = !e && is_timed_out(e.error());
     r.active_after_rvalue = stats_here().active_timers;
   }
@@ -711,7 +709,8 @@ INSTANTIATE_TEST_SUITE_P(Flavours, TimeoutAllocationTest,
                          ::testing::Values(kMultiThread1, kCurrentThread), FlavourName());
 
 TEST_P(TimeoutAllocationTest, NoHeapAllocationAfterWarmUp) {
-  if (kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled: the counting operator new is not installed";
+  if (kFramePoolDisabled)
+    GTEST_SKIP() << "frame pool disabled: the counting operator new is not installed";
   Runtime rt = make_runtime(GetParam());
   AllocOutcome r = run_in_runtime(rt, GetParam(), count_timeout_allocations(true));
   EXPECT_EQ(r.errors, 0);

@@ -35,13 +35,13 @@ namespace {
 using namespace std::chrono_literals;
 
 struct Tally {
-  std::atomic<std::uint64_t> armed{0};           // timers registered (lower bound where unsure)
-  std::atomic<std::uint64_t> exact_fires{0};     // timers that must have fired
-  std::atomic<std::uint64_t> racy{0};            // operations where a second timer may fire too
-  std::atomic<std::uint64_t> far_cancelled{0};   // cancelled long before their deadline
-  std::atomic<std::uint64_t> aborted{0};         // sleeping tasks aborted
-  std::atomic<std::uint64_t> no_timer{0};        // operations that need no timer
-  std::atomic<std::uint64_t> errors{0};          // an outcome that cannot happen
+  std::atomic<std::uint64_t> armed{0};          // timers registered (lower bound where unsure)
+  std::atomic<std::uint64_t> exact_fires{0};    // timers that must have fired
+  std::atomic<std::uint64_t> racy{0};           // operations where a second timer may fire too
+  std::atomic<std::uint64_t> far_cancelled{0};  // cancelled long before their deadline
+  std::atomic<std::uint64_t> aborted{0};        // sleeping tasks aborted
+  std::atomic<std::uint64_t> no_timer{0};       // operations that need no timer
+  std::atomic<std::uint64_t> errors{0};         // an outcome that cannot happen
 };
 
 Task<void> far_sleeper(std::chrono::nanoseconds d, std::atomic<std::uint64_t>* woke) {
@@ -77,7 +77,8 @@ Task<void> timer_churn(int seed, std::uint64_t target_armed, Tally* tally,
       if (e) ++errors;
     } else if (p < 80) {
       // A sleeping task aborted, before or after its first poll.
-      JoinHandle<void> h = volt::spawn(far_sleeper(std::chrono::microseconds(far_us(rng)), far_woke));
+      JoinHandle<void> h =
+          volt::spawn(far_sleeper(std::chrono::microseconds(far_us(rng)), far_woke));
       if (pick(rng) < 70) {
         co_await volt::yield_now();
       }
@@ -156,15 +157,16 @@ TEST(TimerStressTest, RandomRegistrationsAndCancellationsAccountForEveryTimer) {
       << "more timers fired than the operations account for: a cancelled timer fired ("
       << tally.far_cancelled.load() << " cancelled long before their deadline, "
       << tally.aborted.load() << " aborted sleepers)";
-  std::printf("[ stats    ] %llu timers armed in %.0f ms: %llu fired (%llu certain, %llu racy), "
-              "%llu cancelled early, %llu aborted sleepers, %llu without a timer\n",
-              static_cast<unsigned long long>(tally.armed.load()), to_ms(elapsed),
-              static_cast<unsigned long long>(fired),
-              static_cast<unsigned long long>(tally.exact_fires.load()),
-              static_cast<unsigned long long>(tally.racy.load()),
-              static_cast<unsigned long long>(tally.far_cancelled.load()),
-              static_cast<unsigned long long>(tally.aborted.load()),
-              static_cast<unsigned long long>(tally.no_timer.load()));
+  std::printf(
+      "[ stats    ] %llu timers armed in %.0f ms: %llu fired (%llu certain, %llu racy), "
+      "%llu cancelled early, %llu aborted sleepers, %llu without a timer\n",
+      static_cast<unsigned long long>(tally.armed.load()), to_ms(elapsed),
+      static_cast<unsigned long long>(fired),
+      static_cast<unsigned long long>(tally.exact_fires.load()),
+      static_cast<unsigned long long>(tally.racy.load()),
+      static_cast<unsigned long long>(tally.far_cancelled.load()),
+      static_cast<unsigned long long>(tally.aborted.load()),
+      static_cast<unsigned long long>(tally.no_timer.load()));
 }
 
 // ---- bursts of timers due at the same tick ----
@@ -283,9 +285,8 @@ TEST(TimerStressTest, CancellationsRaceTheDriverFiringALargeBatch) {
     // Let both workers go idle: one of them takes the driver.
     std::this_thread::sleep_for(5ms);
     const std::uint64_t fired_before = rt.stats().timers_fired;
-    JoinHandle<RaceCounts> h =
-        rt.spawn(register_then_cancel_at_deadline(n, kSanitized ? 100ms : 40ms,
-                                                  std::chrono::microseconds(40 * (round % 4))));
+    JoinHandle<RaceCounts> h = rt.spawn(register_then_cancel_at_deadline(
+        n, kSanitized ? 100ms : 40ms, std::chrono::microseconds(40 * (round % 4))));
     ASSERT_TRUE(wait_until([&] { return h.is_finished(); }));
     const RaceCounts c = h.join();
     // The driver adds to timers_fired once it has fired its whole run of
@@ -303,10 +304,11 @@ TEST(TimerStressTest, CancellationsRaceTheDriverFiringALargeBatch) {
     total.cancelled += c.cancelled;
     total.registration_late += c.registration_late;
   }
-  std::printf("[ stats    ] %d rounds of %zu: %llu fired, %llu cancelled, %llu rounds registered late\n",
-              rounds, n, static_cast<unsigned long long>(total.fired),
-              static_cast<unsigned long long>(total.cancelled),
-              static_cast<unsigned long long>(total.registration_late));
+  std::printf(
+      "[ stats    ] %d rounds of %zu: %llu fired, %llu cancelled, %llu rounds registered late\n",
+      rounds, n, static_cast<unsigned long long>(total.fired),
+      static_cast<unsigned long long>(total.cancelled),
+      static_cast<unsigned long long>(total.registration_late));
 }
 
 }  // namespace

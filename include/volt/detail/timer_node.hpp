@@ -39,9 +39,7 @@ struct TimerNode {
   // acquire: pairs with the driver's release store of kFired; after it the
   // driver is done with the node.
   bool fired() const noexcept { return state.load(std::memory_order_acquire) == kFired; }
-  bool registered() const noexcept {
-    return state.load(std::memory_order_acquire) == kRegistered;
-  }
+  bool registered() const noexcept { return state.load(std::memory_order_acquire) == kRegistered; }
 
   // Owner only. Links the node with the current runtime's time driver, to wake
   // `waker` at `deadline`; if already registered, replaces the waker. Returns

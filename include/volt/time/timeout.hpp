@@ -84,8 +84,10 @@ class [[nodiscard]] Timeout {
   Timeout(Op&& op, Duration d) : duration_(d) { hold(std::forward<Op>(op)); }
   // Only before it is awaited (as when a Timeout is itself the operand of
   // another timeout); moving an awaited Timeout is a contract violation.
-  Timeout(Timeout&& other) noexcept(!kOwnsOp || std::is_nothrow_move_constructible_v<OpType>)
-  requires(!kOwnsOp || std::is_move_constructible_v<OpType>)
+  Timeout(Timeout&& other) noexcept(
+      !kOwnsOp ||
+      std::is_nothrow_move_constructible_v<OpType>) requires(!kOwnsOp ||
+                                                             std::is_move_constructible_v<OpType>)
       : deadline_(other.deadline_), duration_(other.duration_), has_deadline_(other.has_deadline_) {
     if (other.awaiter_ || other.finished_) std::terminate();
     hold(std::forward<Op>(other.op()));

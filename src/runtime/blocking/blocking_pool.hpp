@@ -95,22 +95,22 @@ class BlockingPool final : public Scheduler {
   std::atomic<std::uint64_t> in_flight_{0};
 
   mutable std::mutex mutex_;
-  std::condition_variable work_cv_;      // idle threads wait here
-  std::condition_variable exit_cv_;      // shutdown waits here for threads_ == 0
-  TaskHeader* head_ = nullptr;           // guarded by mutex_; FIFO via queue_next
-  TaskHeader* tail_ = nullptr;           // guarded by mutex_
-  std::uint64_t queued_ = 0;             // guarded by mutex_
+  std::condition_variable work_cv_;  // idle threads wait here
+  std::condition_variable exit_cv_;  // shutdown waits here for threads_ == 0
+  TaskHeader* head_ = nullptr;       // guarded by mutex_; FIFO via queue_next
+  TaskHeader* tail_ = nullptr;       // guarded by mutex_
+  std::uint64_t queued_ = 0;         // guarded by mutex_
   // Threads counted against max_threads: a thread leaving on keep-alive stops
   // counting the moment it decides (under the lock), so a spawn right after
   // starts a new thread instead of queueing behind one that will not look.
-  std::uint32_t threads_ = 0;            // guarded by mutex_
+  std::uint32_t threads_ = 0;  // guarded by mutex_
   // Threads not yet finished (shutdown waits for these, less its own thread
   // when a blocking function shuts its runtime down).
-  std::uint32_t alive_ = 0;              // guarded by mutex_
-  std::uint32_t idle_ = 0;               // guarded by mutex_; idle and unclaimed
-  std::uint32_t notify_ = 0;             // guarded by mutex_; claims not yet taken
-  std::uint64_t next_thread_id_ = 0;     // guarded by mutex_
-  bool shutdown_ = false;                // guarded by mutex_
+  std::uint32_t alive_ = 0;           // guarded by mutex_
+  std::uint32_t idle_ = 0;            // guarded by mutex_; idle and unclaimed
+  std::uint32_t notify_ = 0;          // guarded by mutex_; claims not yet taken
+  std::uint64_t next_thread_id_ = 0;  // guarded by mutex_
+  bool shutdown_ = false;             // guarded by mutex_
 };
 
 }  // namespace volt::detail

@@ -204,8 +204,7 @@ void Worker::park() noexcept {
   // pending, wake one so that it takes the driver over (otherwise a timer
   // would wait for our next park or maintenance poll, however long our tasks
   // run, while a worker sits idle).
-  if (held_driver && scheduler_.driver().time().has_deadlines())
-    scheduler_.hand_off_driver(index_);
+  if (held_driver && scheduler_.driver().time().has_deadlines()) scheduler_.hand_off_driver(index_);
   // Restart the EWMA window: parked time is not task time.
   batch_start_ns_ = now_ns();
   polls_since_maintenance_ = 0;
