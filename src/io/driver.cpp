@@ -49,7 +49,10 @@ int wait_for_events(int epoll_fd, epoll_event* events, int max, std::int64_t tim
     timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
                 static_cast<long>(timeout_ns % 1'000'000'000)};
     int n = ::epoll_pwait2(epoll_fd, events, max, &ts, nullptr);
-    if (n >= 0 || errno != ENOSYS) return n;
+    if (n >= 0 || errno == EINTR) return n;
+    // ENOSYS (kernel < 5.11), or EPERM from a seccomp filter that predates
+    // the call: use epoll_wait from now on (else every park would return at
+    // once and the holder would spin until the deadline).
     have_pwait2.store(false, std::memory_order_relaxed);
   }
   int timeout_ms = -1;

@@ -40,8 +40,18 @@ class Driver {
 
   // acquire: pairs with the release in release(): the new holder sees what the
   // previous holder did with the driver's state.
-  bool try_acquire() noexcept { return !held_.exchange(true, std::memory_order_acquire); }
-  void release() noexcept { held_.store(false, std::memory_order_release); }
+  bool try_acquire() noexcept {
+    if (held_.exchange(true, std::memory_order_acquire)) return false;
+    time_.on_acquire();
+    return true;
+  }
+  // Returns true if timers are pending: the caller must then hand the driver
+  // to a sleeping worker (see TimeDriver), since it will not come back soon.
+  [[nodiscard]] bool release() noexcept {
+    const bool timers_pending = time_.on_release();
+    held_.store(false, std::memory_order_release);
+    return timers_pending;
+  }
 
   // Holder only. With `block`, sleeps until unparked, an event, or the next
   // timer deadline; without, only polls. Then dispatches whatever became

@@ -47,6 +47,10 @@ class RuntimeCore : public Scheduler, public std::enable_shared_from_this<Runtim
   // cancels every remaining task.
   virtual void shutdown(std::chrono::nanoseconds timeout) noexcept = 0;
   virtual RuntimeStats stats() const = 0;
+  // A timer was registered while nobody holds the driver (TimeDriver's
+  // kUnattended): make sure somebody will. The current-thread flavour's core
+  // holder always returns to the driver, so the default does nothing.
+  virtual void on_unattended_timer() noexcept {}
 
   const RuntimeConfig& config() const noexcept { return config_; }
   // The I/O driver, and through it the timers (driver().time()).

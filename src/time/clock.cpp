@@ -38,6 +38,9 @@ bool TimerNode::arm(Instant deadline, Waker new_waker) {
     case TimeDriver::Registered::kEarliest:
       core.driver().unpark();
       return true;
+    case TimeDriver::Registered::kUnattended:
+      core.on_unattended_timer();
+      return true;
     case TimeDriver::Registered::kQueued:
       return true;
   }

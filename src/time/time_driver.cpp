@@ -16,7 +16,7 @@ TimeDriver::TimeDriver(bool start_paused) noexcept : origin_(std::chrono::steady
   unfrozen_ = origin_;
   if (start_paused) {
     virtual_.store(true, std::memory_order_relaxed);
-    paused_.store(true, std::memory_order_relaxed);
+    paused_.store(true, std::memory_order_seq_cst);
   }
 }
 
@@ -61,18 +61,23 @@ std::uint64_t TimeDriver::now_tick(Instant now) const noexcept {
 TimeDriver::Registered TimeDriver::insert(TimerNode& node, Instant deadline,
                                           Waker& waker) noexcept {
   const std::uint64_t tick = deadline_tick(deadline);
+  Waker previous;  // a replaced waker, dropped after the lock (declared first)
   std::lock_guard guard(lock_);
   if (node.state.load(std::memory_order_relaxed) == TimerNode::kRegistered) {
     // Re-armed while linked (awaited again, by a later poll or another task).
     // Pending entries stay pending; wheel entries move if the deadline moved.
-    node.waker = std::move(waker);
-    if (node.entry.level == kPendingLevel || node.entry.deadline == tick)
+    if (node.entry.level == kPendingLevel || node.entry.deadline == tick) {
+      previous = std::exchange(node.waker, std::move(waker));
       return Registered::kQueued;
+    }
     if (node.entry.level == kNeverLevel) {
       --never_count_;
     } else {
       wheel_.remove(&node.entry);
     }
+    previous = std::move(node.waker);
+    // relaxed: we hold the lock; the owner is the caller.
+    node.state.store(TimerNode::kIdle, std::memory_order_relaxed);
   }
   node.entry.deadline = tick;
   if (deadline == Instant::max()) {
@@ -90,6 +95,11 @@ TimeDriver::Registered TimeDriver::insert(TimerNode& node, Instant deadline,
   }
   node.waker = std::move(waker);
   node.state.store(TimerNode::kRegistered, std::memory_order_relaxed);
+  if (unattended_) {
+    // Nobody holds the driver and nobody was asked to: the caller asks.
+    unattended_ = false;
+    return Registered::kUnattended;
+  }
   if (sleeping_until_ != 0 && tick < sleeping_until_) {
     // The holder sleeps past this deadline: it must wake and re-arm. Record
     // the new deadline so a burst of earlier timers writes the eventfd once.
@@ -147,6 +157,21 @@ void TimeDriver::unparked() noexcept {
   sleeping_until_ = 0;
 }
 
+void TimeDriver::on_acquire() noexcept {
+  std::lock_guard guard(lock_);
+  unattended_ = false;
+}
+
+bool TimeDriver::on_release() noexcept {
+  std::lock_guard guard(lock_);
+  sleeping_until_ = 0;
+  const bool pending = !wheel_.empty() || pending_ != nullptr;
+  // With timers pending the caller hands the driver off now; without, the
+  // next registration must.
+  unattended_ = !pending;
+  return pending;
+}
+
 std::size_t TimeDriver::process() noexcept {
   Instant now;
   {
@@ -162,11 +187,17 @@ std::size_t TimeDriver::process() noexcept {
 }
 
 void TimeDriver::link_pending(TimerEntry* entry) noexcept {
+  // Appended: the wheel hands entries over in deadline order, and the next
+  // batch fires them from the head in that order.
   entry->level = kPendingLevel;
-  entry->prev = nullptr;
-  entry->next = pending_;
-  if (pending_) pending_->prev = entry;
-  pending_ = entry;
+  entry->next = nullptr;
+  entry->prev = pending_tail_;
+  if (pending_tail_) {
+    pending_tail_->next = entry;
+  } else {
+    pending_ = entry;
+  }
+  pending_tail_ = entry;
   entry->linked = true;
   ++pending_count_;
 }
@@ -177,7 +208,11 @@ void TimeDriver::unlink_pending(TimerEntry* entry) noexcept {
   } else {
     pending_ = entry->next;
   }
-  if (entry->next) entry->next->prev = entry->prev;
+  if (entry->next) {
+    entry->next->prev = entry->prev;
+  } else {
+    pending_tail_ = entry->prev;
+  }
   entry->prev = entry->next = nullptr;
   entry->linked = false;
   --pending_count_;
@@ -227,7 +262,8 @@ void TimeDriver::pause() noexcept {
   if (paused_.load(std::memory_order_relaxed)) return;
   base_ = now_locked();
   virtual_.store(true, std::memory_order_relaxed);
-  paused_.store(true, std::memory_order_relaxed);
+  // seq_cst: pairs with BlockingPool::job_done (see is_paused_seq_cst).
+  paused_.store(true, std::memory_order_seq_cst);
 }
 
 void TimeDriver::resume() noexcept {
@@ -270,11 +306,6 @@ bool TimeDriver::advance_to_next_deadline() noexcept {
   }
   fire_until(target);
   return true;
-}
-
-bool TimeDriver::has_deadlines() const noexcept {
-  std::lock_guard guard(lock_);
-  return !wheel_.empty() || pending_ != nullptr;
 }
 
 std::uint64_t TimeDriver::active_timers() const noexcept {

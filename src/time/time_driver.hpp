@@ -13,6 +13,12 @@
 //    kEarliest so the caller writes the driver's eventfd. When nobody sleeps,
 //    sleeping_until_ is 0 and no registration wakes anybody: the next holder
 //    computes its timeout under the same lock and sees every entry.
+//  - Nobody may hold the driver at all (multi-thread: every worker busy, or
+//    idle ones asleep on their futex because another held it a moment ago).
+//    Driver::release() records that (on_release) and reports whether timers
+//    are pending, so the releasing worker hands the driver to a parked
+//    sibling; if none are, the first registration afterwards returns
+//    kUnattended (once) and the registering thread asks for that hand-off.
 //
 // Firing: entries come off the wheel in deadline order under the lock; each
 // one's waker is moved into a local batch and the node marked kFired (release;
@@ -47,7 +53,7 @@ class TimeDriver {
 
   Instant now() const noexcept;
 
-  enum class Registered { kDue, kQueued, kEarliest };
+  enum class Registered { kDue, kQueued, kEarliest, kUnattended };
   // `node` must be kIdle or kRegistered with this driver. kDue: the deadline
   // is already reached; the node is kFired and `waker` was not taken.
   Registered insert(TimerNode& node, Instant deadline, Waker& waker) noexcept;
@@ -59,12 +65,20 @@ class TimeDriver {
   std::int64_t park_timeout_ns() noexcept;
   // Driver holder, after epoll_wait: nobody sleeps on a deadline any more.
   void unparked() noexcept;
+  // The driver was acquired / is being released (Driver::try_acquire /
+  // release; the current-thread flavour never calls them: its core holder
+  // always comes back to the driver). on_release returns whether timers are
+  // pending (the caller must then hand the driver off).
+  void on_acquire() noexcept;
+  bool on_release() noexcept;
   // Fires every timer due at now(). Any thread (callers serialise through the
   // driver's ownership, but concurrent calls are safe). Returns how many fired.
   std::size_t process() noexcept;
 
   // Paused clock (see volt/time/clock.hpp).
   bool is_paused() const noexcept { return paused_.load(std::memory_order_relaxed); }
+  // For the blocking pool's "last job done" check (see BlockingPool::job_done).
+  bool is_paused_seq_cst() const noexcept { return paused_.load(std::memory_order_seq_cst); }
   void pause() noexcept;
   void resume() noexcept;
   // Moves the paused clock forward by `d`, or to the next deadline if that
@@ -76,8 +90,6 @@ class TimeDriver {
   bool advance_to_next_deadline() noexcept;
 
   std::uint64_t active_timers() const noexcept;
-  // Some registered timer can still fire (one not at Instant::max()).
-  bool has_deadlines() const noexcept;
   std::uint64_t fired_timers() const noexcept { return fired_.load(std::memory_order_relaxed); }
 
  private:
@@ -100,10 +112,12 @@ class TimeDriver {
   const Instant origin_;
   mutable SpinLock lock_;
   TimerWheel wheel_;                     // guarded by lock_
-  TimerEntry* pending_ = nullptr;        // guarded by lock_; due, not yet fired
+  TimerEntry* pending_ = nullptr;        // guarded by lock_; due, not yet fired (FIFO)
+  TimerEntry* pending_tail_ = nullptr;   // guarded by lock_
   std::uint64_t pending_count_ = 0;      // guarded by lock_
   std::uint64_t never_count_ = 0;        // guarded by lock_; registrations at kNeverLevel
   std::uint64_t sleeping_until_ = 0;     // guarded by lock_; tick, 0: nobody sleeps
+  bool unattended_ = false;              // guarded by lock_; see above
   std::atomic<std::uint64_t> fired_{0};  // statistics; relaxed
 
   // Paused clock: now = base_ + (paused ? 0 : steady_clock::now() - unfrozen_).

@@ -29,7 +29,8 @@ namespace volt::detail {
 template <class Awaiter>
 struct AwaiterRef {
   Awaiter* awaiter;
-  bool await_ready() { return awaiter->await_ready(); }
+  bool known_not_ready;  // the combinator just asked await_ready: skip it
+  bool await_ready() { return !known_not_ready && awaiter->await_ready(); }
   template <class Promise>
   auto await_suspend(std::coroutine_handle<Promise> self) {
     return awaiter->await_suspend(self);
@@ -39,13 +40,14 @@ struct AwaiterRef {
 
 // The root of a branch that awaits `*awaiter`; its Task holds the outcome.
 template <class Awaiter>
-Task<decltype(std::declval<Awaiter&>().await_resume())> await_in_branch(Awaiter* awaiter) {
+Task<decltype(std::declval<Awaiter&>().await_resume())> await_in_branch(
+    Awaiter* awaiter, bool known_not_ready = false) {
   using R = decltype(std::declval<Awaiter&>().await_resume());
   if constexpr (std::is_void_v<R>) {
-    co_await AwaiterRef<Awaiter>{awaiter};
+    co_await AwaiterRef<Awaiter>{awaiter, known_not_ready};
     co_return;
   } else {
-    co_return co_await AwaiterRef<Awaiter>{awaiter};
+    co_return co_await AwaiterRef<Awaiter>{awaiter, known_not_ready};
   }
 }
 
@@ -58,6 +60,7 @@ class Branch {
 
   // Runs `root` until its first suspension. True if it already finished.
   bool start(Task<T> root) noexcept {
+    reset();
     frame_ = root.release();
     slot_.point = frame_;
     slot_.check = nullptr;

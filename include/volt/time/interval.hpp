@@ -76,10 +76,10 @@ class Interval {
 
     bool await_ready() {
       now_ = time::now();
-      return now_ >= interval_.next_ && detail::coop_try_consume();
+      return interval_.due(now_) && detail::coop_try_consume();
     }
     bool await_suspend(std::coroutine_handle<> self) {
-      if (now_ < interval_.next_) {
+      if (!interval_.due(now_)) {
         detail::TaskHeader* task = detail::suspend_current(self, &fired, &interval_);
         if (interval_.node_.arm(interval_.next_, detail::make_task_waker(task))) return true;
       }
@@ -106,10 +106,13 @@ class Interval {
   TickAwaiter tick() noexcept { return TickAwaiter(*this); }
 
  private:
+  // Instant::max() is "never" (a saturated schedule), as for Sleep.
+  bool due(Instant now) const noexcept { return next_ != Instant::max() && now >= next_; }
+
   // The tick at next_ completed at `now`: schedule the following one.
   Instant advance(Instant now) noexcept {
     const Instant due = next_;
-    if (now > due + std::chrono::milliseconds(5)) {
+    if (now > due && detail::saturating_diff(now, due) > std::chrono::milliseconds(5)) {
       switch (behavior_) {
         case MissedTickBehavior::burst:
           next_ = detail::saturating_add(due, period_);
@@ -119,7 +122,7 @@ class Interval {
           break;
         case MissedTickBehavior::skip: {
           // The first tick of the original schedule strictly after now.
-          const Duration behind = now - due;
+          const Duration behind = detail::saturating_diff(now, due);
           next_ = detail::saturating_add(now, period_ - behind % period_);
           break;
         }

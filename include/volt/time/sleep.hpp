@@ -48,6 +48,15 @@ inline Instant saturating_add(Instant at, Duration d) noexcept {
   return at + d;
 }
 
+// `later - earlier` for later >= earlier, clamped to Duration::max().
+inline Duration saturating_diff(Instant later, Instant earlier) noexcept {
+  Duration::rep out;
+  if (__builtin_sub_overflow(later.time_since_epoch().count(), earlier.time_since_epoch().count(),
+                             &out))
+    return Duration::max();
+  return Duration(out);
+}
+
 }  // namespace detail
 
 class [[nodiscard]] Sleep {

@@ -25,8 +25,15 @@
 //  - The operand is held by reference if it is an lvalue, else moved in and
 //    destroyed when the co_await completes (so the result must not refer into
 //    it). An lvalue operand is the caller's: a Sleep stays registered (as
-//    Tokio's `&mut sleep` in a select loop), a JoinHandle's wait is withdrawn.
-//  - A Timeout may be moved only before it is awaited.
+//    Tokio's `&mut sleep` in a select loop), a JoinHandle's wait is withdrawn
+//    (the handle stays usable); a Task that timed out is destroyed (awaiting
+//    it again throws errc::invalid_handle: its frame was suspended inside the
+//    timeout and cannot be resumed elsewhere).
+//  - A Timeout may be moved only before it is awaited, and awaited once; if
+//    that wait is interrupted (the awaiting co_await itself cancelled, e.g. by
+//    an outer timeout) the same task may await it again and it carries on
+//    with the same operation and deadline. Otherwise re-awaiting throws
+//    errc::invalid_handle.
 //  - Allocation: the branch is one Task frame from the recycling frame
 //    allocator (none in steady state); the timer lives in the Timeout.
 //  - Must be awaited inside a runtime task.
@@ -49,6 +56,11 @@
 namespace volt {
 
 namespace detail {
+
+template <class T>
+inline constexpr bool kIsTask = false;
+template <class T>
+inline constexpr bool kIsTask<Task<T>> = true;
 
 // What `co_await a` would await: a.operator co_await(), operator
 // co_await(a), or `a` itself.
@@ -98,6 +110,16 @@ class [[nodiscard]] Timeout {
   ~Timeout() { finish(); }
 
   bool await_ready() {
+    if (finished_) throw Error(errc::invalid_handle, "a Timeout can be awaited once");
+    if (awaiter_) {
+      // Awaited again after an interrupted wait (the co_await that held it
+      // was cancelled, say by an outer timeout): carry on where it stopped,
+      // same operation, same deadline. Only the task that started it may: the
+      // operation's wakers are that task's.
+      if (detail::current_task_or_throw() != owner_)
+        throw Error(errc::invalid_handle, "an interrupted Timeout resumed by another task");
+      return false;
+    }
     if constexpr (kAwaiterIsRef) {
       awaiter_ = &detail::get_awaiter(op());
     } else {
@@ -107,14 +129,25 @@ class [[nodiscard]] Timeout {
   }
 
   bool await_suspend(std::coroutine_handle<> self) {
-    if (branch_.start(detail::await_in_branch(awaiter_))) return false;  // ready now
+    if (!branch_.started()) {
+      owner_ = detail::current_task_or_throw();
+      // The operation's await_ready just said no: the branch skips it.
+      if (branch_.start(detail::await_in_branch(awaiter_, /*known_not_ready=*/true)))
+        return false;  // ready now
+    } else if (branch_.step()) {
+      return false;  // re-awaited, and the operation finished meanwhile
+    }
     if (!has_deadline_) {
       if (duration_ <= Duration::zero()) return false;  // one try only: timed out
       deadline_ = detail::saturating_add(time::now(), duration_);
+      has_deadline_ = true;
     }
     detail::TaskHeader* task = detail::suspend_current(self, &poll, this);
     if (timer_.arm(deadline_, detail::make_task_waker(task))) return true;
-    return false;  // deadline already due: timed out
+    // The deadline is already due (timeout_at in the past). The operation
+    // wins a tie: one more look at it, then timed out.
+    branch_.step();
+    return false;
   }
 
   Expected<Value> await_resume() {
@@ -173,6 +206,12 @@ class [[nodiscard]] Timeout {
   void finish() noexcept {
     if (finished_) return;
     finished_ = true;
+    if constexpr (!kOwnsOp && detail::kIsTask<OpType>) {
+      // A Task passed by reference and interrupted: its chain was suspended
+      // inside our branch, which is going away, so it can never be resumed
+      // correctly. Destroy it; awaiting it again reports invalid_handle.
+      if (branch_.started() && !branch_.done()) op() = OpType();
+    }
     branch_.reset();
     timer_.cancel();
     if constexpr (!kAwaiterIsRef) {
@@ -192,6 +231,7 @@ class [[nodiscard]] Timeout {
   Duration duration_{};
   bool has_deadline_ = false;
   bool finished_ = false;
+  detail::TaskHeader* owner_ = nullptr;  // the task that started the operation
 };
 
 template <class Rep, class Period, class Op>

@@ -23,7 +23,10 @@ BlockingPool::BlockingPool(BlockingPoolConfig config, Scheduler* runtime, Driver
 void BlockingPool::job_done() noexcept {
   // release: pairs with the acquire in in_flight(); the job's completion (and
   // the wake-ups it issued) happened before the count drops.
-  if (in_flight_.fetch_sub(1, std::memory_order_release) == 1 && driver_.time().is_paused())
+  // seq_cst with is_paused_seq_cst(): a Dekker pair with the runtime, which
+  // pauses the clock (seq_cst store) and then reads in_flight() (seq_cst):
+  // either it sees 0 or we see the pause and unpark it.
+  if (in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1 && driver_.time().is_paused_seq_cst())
     driver_.unpark();
 }
 
@@ -48,7 +51,7 @@ void BlockingPool::enqueue(TaskHeader* task) noexcept {
     shutdown_task(task);
     return;
   }
-  in_flight_.fetch_add(1, std::memory_order_release);
+  in_flight_.fetch_add(1, std::memory_order_seq_cst);
   task->queue_next = nullptr;
   if (tail_) {
     tail_->queue_next = task;
@@ -127,7 +130,11 @@ void BlockingPool::run_thread() noexcept {
     if (shutdown_) break;
     // Idle: wait for a claim, shutdown, or the keep-alive to run out.
     ++idle_;
-    const auto deadline = std::chrono::steady_clock::now() + config_.keep_alive;
+    // Saturated: a keep-alive of nanoseconds::max() means "stay for good".
+    const auto now = std::chrono::steady_clock::now();
+    const auto deadline = std::chrono::steady_clock::time_point::max() - now < config_.keep_alive
+                              ? std::chrono::steady_clock::time_point::max()
+                              : now + config_.keep_alive;
     bool claimed = false;
     for (;;) {
       if (notify_ > 0) {

@@ -76,7 +76,8 @@ class BlockingPool final : public Scheduler {
   bool shutdown(std::chrono::nanoseconds timeout) noexcept;
   BlockingPoolStats stats() const;
   // Queued plus running tasks (auto-advance of a paused clock waits for 0).
-  std::uint64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_acquire); }
+  // seq_cst: see job_done().
+  std::uint64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_seq_cst); }
 
  private:
   ~BlockingPool() override = default;
@@ -90,8 +91,8 @@ class BlockingPool final : public Scheduler {
   Scheduler* const runtime_;
   Driver& driver_;
   std::atomic<bool> shutting_down_{false};
-  // Queued + running. release on change, acquire on read: a reader that sees
-  // 0 also sees the completed tasks' effects (their wake-ups were issued).
+  // Queued + running. seq_cst (job_done's Dekker pair with a paused clock);
+  // a reader that sees 0 also sees the completed jobs' effects.
   std::atomic<std::uint64_t> in_flight_{0};
 
   mutable std::mutex mutex_;

@@ -101,9 +101,11 @@ void MultiThreadScheduler::hand_off_driver(std::uint32_t from) noexcept {
   // Racy by design: a worker claimed or woken meanwhile just gets a spurious
   // wake-up (it re-checks and parks again), and one that parks after this
   // scan finds the driver free and takes it itself.
+  // `from` == num_workers(): from a non-worker (an unattended registration).
   const std::uint32_t n = num_workers();
-  for (std::uint32_t i = 1; i < n; ++i) {
+  for (std::uint32_t i = 1; i <= n; ++i) {
     const std::uint32_t index = (from + i) % n;
+    if (index == from) continue;
     if (idle_.is_parked(index)) {
       workers_[index]->parker().unpark(driver());
       return;

@@ -78,6 +78,8 @@ class MultiThreadScheduler final : public RuntimeCore {
   // Wakes (without claiming) a parked worker other than `from`, so that it
   // re-parks in the driver that `from` just left.
   void hand_off_driver(std::uint32_t from) noexcept;
+  // RuntimeCore: a timer was registered while nobody holds the driver.
+  void on_unattended_timer() noexcept override { hand_off_driver(num_workers()); }
 
  private:
   void schedule_task(TaskHeader* task, bool is_yield) noexcept;

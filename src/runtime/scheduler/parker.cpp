@@ -20,8 +20,7 @@ bool Parker::park(Driver& driver) noexcept {
   }
   if (driver.try_acquire()) {
     park_on_driver(driver);
-    driver.release();
-    return true;
+    return driver.release();
   }
   park_on_futex();
   return false;

@@ -27,8 +27,9 @@ class Parker {
  public:
   // Sleeps until unpark() (spurious returns are possible; callers re-check).
   // If the driver is free, sleeps in it (until the next timer deadline at
-  // most, firing due timers on the way out). Returns true if it held the driver.
-  bool park(Driver& driver) noexcept;
+  // most, firing due timers on the way out). Returns true if it left the
+  // driver with timers pending (Driver::release): the caller hands it off.
+  [[nodiscard]] bool park(Driver& driver) noexcept;
   void unpark(Driver& driver) noexcept;
 
  private:

@@ -166,8 +166,9 @@ void Worker::maintenance() noexcept {
     in_driver_ = true;
     driver.park(false);
     in_driver_ = false;
-    driver.release();
+    const bool hand_off = driver.release();
     if (queue_.len() > 1) scheduler_.notify_parked();
+    if (hand_off) scheduler_.hand_off_driver(index_);
   }
 }
 
@@ -180,11 +181,11 @@ void Worker::park() noexcept {
   }
   is_searching_ = false;
   parks_.add();
-  bool held_driver = false;
+  bool hand_off = false;
   for (;;) {
     if (scheduler_.is_shutting_down()) break;
     in_driver_ = true;
-    held_driver = parker_.park(scheduler_.driver());
+    hand_off = parker_.park(scheduler_.driver());
     in_driver_ = false;
     if (!idle.is_parked(index_)) {
       // Claimed by a waker, which counted us as a searcher.
@@ -204,7 +205,7 @@ void Worker::park() noexcept {
   // pending, wake one so that it takes the driver over (otherwise a timer
   // would wait for our next park or maintenance poll, however long our tasks
   // run, while a worker sits idle).
-  if (held_driver && scheduler_.driver().time().has_deadlines()) scheduler_.hand_off_driver(index_);
+  if (hand_off) scheduler_.hand_off_driver(index_);
   // Restart the EWMA window: parked time is not task time.
   batch_start_ns_ = now_ns();
   polls_since_maintenance_ = 0;
