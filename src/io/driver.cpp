@@ -70,7 +70,6 @@ void Driver::park(bool block) noexcept {
   const std::int64_t timeout_ns = block ? time_.park_timeout_ns() : 0;
   epoll_event events[64];
   int n = wait_for_events(epoll_fd_, events, 64, timeout_ns);
-  if (block) time_.unparked();
   for (int i = 0; i < n; ++i) {
     if (events[i].data.ptr == nullptr) {
       std::uint64_t value;
@@ -78,7 +77,7 @@ void Driver::park(bool block) noexcept {
       [[maybe_unused]] ssize_t r = ::read(event_fd_, &value, sizeof value);
     }
   }
-  time_.process();
+  time_.process(/*after_park=*/block);
 }
 
 void Driver::unpark() noexcept {

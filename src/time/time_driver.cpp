@@ -95,9 +95,10 @@ TimeDriver::Registered TimeDriver::insert(TimerNode& node, Instant deadline,
   }
   node.waker = std::move(waker);
   node.state.store(TimerNode::kRegistered, std::memory_order_relaxed);
-  if (unattended_) {
+  // relaxed: see unattended_ in the header.
+  if (unattended_.load(std::memory_order_relaxed)) {
     // Nobody holds the driver and nobody was asked to: the caller asks.
-    unattended_ = false;
+    unattended_.store(false, std::memory_order_relaxed);
     return Registered::kUnattended;
   }
   if (sleeping_until_ != 0 && tick < sleeping_until_) {
@@ -152,14 +153,9 @@ std::int64_t TimeDriver::park_timeout_ns() noexcept {
   return (*wake - now).count();
 }
 
-void TimeDriver::unparked() noexcept {
-  std::lock_guard guard(lock_);
-  sleeping_until_ = 0;
-}
-
 void TimeDriver::on_acquire() noexcept {
-  std::lock_guard guard(lock_);
-  unattended_ = false;
+  // relaxed, no lock: see unattended_ in the header.
+  unattended_.store(false, std::memory_order_relaxed);
 }
 
 bool TimeDriver::on_release() noexcept {
@@ -168,14 +164,15 @@ bool TimeDriver::on_release() noexcept {
   const bool pending = !wheel_.empty() || pending_ != nullptr;
   // With timers pending the caller hands the driver off now; without, the
   // next registration must.
-  unattended_ = !pending;
+  unattended_.store(!pending, std::memory_order_relaxed);
   return pending;
 }
 
-std::size_t TimeDriver::process() noexcept {
+std::size_t TimeDriver::process(bool after_park) noexcept {
   Instant now;
   {
     std::lock_guard guard(lock_);
+    if (after_park) sleeping_until_ = 0;  // the holder is awake
     // Cheap exit when nothing is due: the common case of a maintenance poll.
     std::optional<std::uint64_t> next = wheel_.next_expiration();
     now = now_locked();

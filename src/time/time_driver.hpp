@@ -63,8 +63,6 @@ class TimeDriver {
   // records that deadline so that earlier registrations wake it. A paused
   // clock never gives a timeout: it does not move while the holder sleeps.
   std::int64_t park_timeout_ns() noexcept;
-  // Driver holder, after epoll_wait: nobody sleeps on a deadline any more.
-  void unparked() noexcept;
   // The driver was acquired / is being released (Driver::try_acquire /
   // release; the current-thread flavour never calls them: its core holder
   // always comes back to the driver). on_release returns whether timers are
@@ -73,7 +71,9 @@ class TimeDriver {
   bool on_release() noexcept;
   // Fires every timer due at now(). Any thread (callers serialise through the
   // driver's ownership, but concurrent calls are safe). Returns how many fired.
-  std::size_t process() noexcept;
+  // `after_park`: the holder is back from a blocking park, so nobody sleeps
+  // on a deadline any more (in the same critical section).
+  std::size_t process(bool after_park = false) noexcept;
 
   // Paused clock (see volt/time/clock.hpp).
   bool is_paused() const noexcept { return paused_.load(std::memory_order_relaxed); }
@@ -111,13 +111,19 @@ class TimeDriver {
 
   const Instant origin_;
   mutable SpinLock lock_;
-  TimerWheel wheel_;                     // guarded by lock_
-  TimerEntry* pending_ = nullptr;        // guarded by lock_; due, not yet fired (FIFO)
-  TimerEntry* pending_tail_ = nullptr;   // guarded by lock_
-  std::uint64_t pending_count_ = 0;      // guarded by lock_
-  std::uint64_t never_count_ = 0;        // guarded by lock_; registrations at kNeverLevel
-  std::uint64_t sleeping_until_ = 0;     // guarded by lock_; tick, 0: nobody sleeps
-  bool unattended_ = false;              // guarded by lock_; see above
+  TimerWheel wheel_;                    // guarded by lock_
+  TimerEntry* pending_ = nullptr;       // guarded by lock_; due, not yet fired (FIFO)
+  TimerEntry* pending_tail_ = nullptr;  // guarded by lock_
+  std::uint64_t pending_count_ = 0;     // guarded by lock_
+  std::uint64_t never_count_ = 0;       // guarded by lock_; registrations at kNeverLevel
+  std::uint64_t sleeping_until_ = 0;    // guarded by lock_; tick, 0: nobody sleeps
+  // Nobody holds the driver and no hand-off was asked for since (see above).
+  // Written under lock_ by on_release and insert; on_acquire clears it
+  // without the lock (relaxed): a registration racing an acquire may then ask
+  // for a hand-off nobody needs, a harmless spurious wake-up. Acquire and
+  // release of the driver are ordered by Driver::held_, so a new holder's
+  // clear never precedes the previous holder's on_release.
+  std::atomic<bool> unattended_{false};
   std::atomic<std::uint64_t> fired_{0};  // statistics; relaxed
 
   // Paused clock: now = base_ + (paused ? 0 : steady_clock::now() - unfrozen_).

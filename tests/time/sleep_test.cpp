@@ -5,8 +5,7 @@
 //  - zero, negative and past deadlines complete without registering a timer;
 //  - huge durations saturate (never wrap into the past): the sleep stays
 //    pending until its task is aborted, which cancels the timer (and, per
-//    stats.hpp, a pending saturated sleep counts as an active timer: it does
-//    not today, SaturatedSleepCountsAsAnActiveTimer fails);
+//    stats.hpp, a pending saturated sleep counts as an active timer);
 //  - a Sleep can be awaited again, reset, moved; an aborted wait keeps its
 //    deadline;
 //  - idle wake-up latency: a short sleep on an idle runtime completes about on
@@ -434,8 +433,8 @@ TEST_P(SleepTest, IdleRuntimeWithPendingTimersDoesNotSpin) {
   std::atomic<bool> suspending{false};
   sleepers.push_back(
       rt.spawn(sleep_huge_then_set(std::chrono::hours::max(), &woke[2], &saturated, &suspending)));
-  // (The saturated one is not counted in active_timers today; see
-  // SaturatedSleepCountsAsAnActiveTimer.)
+  // (The saturated one counts too, but it registers only after `suspending`
+  // is set; see SaturatedSleepCountsAsAnActiveTimer.)
   ASSERT_TRUE(wait_until([&] { return rt.stats().active_timers >= 2 && suspending.load(); }));
   std::this_thread::sleep_for(50ms);
   const std::uint64_t parks_before = rt.stats().total_parked;

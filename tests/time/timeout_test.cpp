@@ -618,7 +618,7 @@ Task<int> named_timeout_then_await_handle() {
     if (e) co_return -2;  // cannot be: the task sleeps 20 ms
     // "the handle stays usable": take the value through it.
     v = co_await h;
-  }  // ~Timeout: its JoinHandle awaiter still believes it is registered
+  }  // ~Timeout: the wait was withdrawn when the co_await completed
   co_return v;
 }
 
@@ -629,8 +629,9 @@ void run_named_timeout_then_await_handle(const Flavour& flavour) {
 }
 
 TEST_P(TimeoutTest, NamedTimeoutOverAJoinHandleThenAwaitingTheHandle) {
-  // In a child process: today this dereferences a null task pointer
-  // (JoinHandle::Awaiter::~Awaiter -> join_handle_withdraw(nullptr)).
+  // In a child process: this used to dereference a null task pointer
+  // (JoinHandle::Awaiter::~Awaiter -> join_handle_withdraw(nullptr)), so a
+  // regression fails this test rather than crashing the binary.
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(run_named_timeout_then_await_handle(GetParam()), ::testing::ExitedWithCode(0), "")
       << "awaiting the JoinHandle after a named timeout over it timed out, then destroying the "
