@@ -22,6 +22,8 @@ class VoltCategory final : public std::error_category {
         return "invalid argument";
       case errc::timed_out:
         return "deadline elapsed before the operation completed";
+      case errc::closed:
+        return "closed";
     }
     return "unknown volt error";
   }

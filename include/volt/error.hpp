@@ -30,6 +30,8 @@ enum class errc {
   invalid_argument,
   // volt::timeout: the deadline passed before the wrapped operation completed.
   timed_out,
+  // The primitive (semaphore, channel) was closed: no more permits or values.
+  closed,
 };
 
 const std::error_category& volt_category() noexcept;

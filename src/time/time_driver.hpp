@@ -37,8 +37,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "detail/spin_lock.hpp"
 #include "time/timer_wheel.hpp"
+#include "volt/detail/spin_lock.hpp"
 #include "volt/detail/timer_node.hpp"
 #include "volt/time/clock.hpp"
 

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "detail/spin_lock.hpp"
+#include "volt/detail/spin_lock.hpp"
 
 #include "volt/detail/task_header.hpp"
 

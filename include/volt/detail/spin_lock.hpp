@@ -1,5 +1,5 @@
-// SpinLock: a lock for critical sections of a few instructions (linking a
-// task into a list), where std::mutex's cost is mostly its own bookkeeping.
+// volt/detail/spin_lock.hpp: SpinLock, a lock for critical sections of a few instructions (linking
+// a task into a list), where std::mutex's cost is mostly its own bookkeeping.
 //
 // Measured on chained_spawn: pthread_mutex_lock/unlock were ~11% of the
 // profile for the two OwnedTasks critical sections per task; this lock is an

@@ -1,0 +1,254 @@
+// volt/sync/semaphore.hpp: a counting semaphore whose waiters never allocate.
+//
+//   volt::Semaphore sem(2);
+//   volt::Expected<volt::SemaphorePermit> p = co_await sem.acquire();  // waits
+//   if (auto q = sem.try_acquire()) { ... }                             // never waits
+//   // permits go back when the SemaphorePermit is destroyed
+//
+// Guarantees:
+//  - Waiting allocates nothing: the waiter lives in the Acquire operation (in
+//    the awaiting frame). Destroying it while it waits (abort, timeout,
+//    select) withdraws it and gives back any permits it had been granted.
+//  - FIFO: permits go to waiters in arrival order; a waiter that needs n
+//    permits is granted them as they are released (partial grants), and
+//    later waiters wait behind it even if they need fewer.
+//  - Permits never sit in the counter while a waiter queues: release() hands
+//    them straight to the oldest waiter.
+//  - try_acquire never waits and never takes the lock.
+//  - close(): waiting and later acquires fail with errc::closed; permits held
+//    stay valid and may still be released. try_acquire then fails.
+//  - Bad input: acquire(n) or try_acquire(n) with n > kMaxPermits, a
+//    constructor or release() that would take the count past kMaxPermits:
+//    volt::Error(errc::invalid_argument), nothing changed. acquire(0)
+//    succeeds at once with an empty permit.
+//  - acquire() must be awaited in a runtime task; acquire_blocking() is for
+//    plain threads (errc::blocking_in_runtime on a runtime thread).
+//
+// Protocol (src/sync/semaphore.cpp has the full argument; tests/model/
+// semaphore.pml checks it): the seed's two-tier release (a lock-free fast
+// waiter slot, then a mutex-guarded FIFO list), with three fixes: a release
+// that found the slot empty re-checks it under the mutex, a partially served
+// waiter is put back under the mutex as the oldest, and cancellation of a
+// waiter that a releaser holds out of the slot waits for that releaser.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+#include "volt/detail/intrusive_list.hpp"
+#include "volt/detail/spin_lock.hpp"
+#include "volt/detail/task_header.hpp"
+#include "volt/detail/waker.hpp"
+#include "volt/error.hpp"
+#include "volt/expected.hpp"
+#include "volt/task/join_handle.hpp"
+
+namespace volt {
+
+class Semaphore;
+
+namespace detail {
+
+// One waiting acquire. `state` is the number of permits still needed, with
+// kClosedBit set if the semaphore closed first; 0 means granted in full.
+// Written by whoever owns the waiter (its Acquire, or a releaser that took it
+// out of the fast slot or holds the mutex), published with release stores;
+// the Acquire reads it with acquire loads. Once the owner sees 0 or
+// kClosedBit, no releaser touches the waiter again (they copy the waker
+// first).
+struct SemaphoreWaiter : IntrusiveLink {
+  static constexpr std::uint64_t kClosedBit = std::uint64_t{1} << 63;
+  std::atomic<std::uint64_t> state{0};
+  std::uint64_t requested = 0;
+  Waker waker;  // set before the waiter is published (under the mutex)
+  bool finished() const noexcept {
+    const std::uint64_t s = state.load(std::memory_order_acquire);
+    return s == 0 || (s & kClosedBit);
+  }
+};
+
+}  // namespace detail
+
+// Permits held from a Semaphore; given back when destroyed (unless forgotten).
+class [[nodiscard]] SemaphorePermit {
+ public:
+  SemaphorePermit() noexcept = default;
+  SemaphorePermit(Semaphore* semaphore, std::uint64_t permits) noexcept
+      : semaphore_(semaphore), permits_(permits) {}
+  SemaphorePermit(SemaphorePermit&& other) noexcept
+      : semaphore_(std::exchange(other.semaphore_, nullptr)),
+        permits_(std::exchange(other.permits_, 0)) {}
+  SemaphorePermit& operator=(SemaphorePermit&& other) noexcept {
+    if (this != &other) {
+      reset();
+      semaphore_ = std::exchange(other.semaphore_, nullptr);
+      permits_ = std::exchange(other.permits_, 0);
+    }
+    return *this;
+  }
+  ~SemaphorePermit() { reset(); }
+
+  std::uint64_t permits() const noexcept { return permits_; }
+  // Keeps the permits taken: the semaphore's count is reduced for good.
+  void forget() noexcept {
+    semaphore_ = nullptr;
+    permits_ = 0;
+  }
+  // Gives the permits back now.
+  void reset() noexcept;
+
+ private:
+  Semaphore* semaphore_ = nullptr;
+  std::uint64_t permits_ = 0;
+};
+
+class Semaphore {
+ public:
+  // Tokio's bound: the count, shifted left by one for the closed bit, fits
+  // in 64 bits with room to detect overflow.
+  static constexpr std::uint64_t kMaxPermits = (std::uint64_t{1} << 61) - 1;
+
+  explicit Semaphore(std::uint64_t permits);
+  Semaphore(const Semaphore&) = delete;
+  Semaphore& operator=(const Semaphore&) = delete;
+  ~Semaphore();
+
+  std::uint64_t available_permits() const noexcept {
+    return permits_.load(std::memory_order_acquire) >> 1;
+  }
+  bool is_closed() const noexcept { return permits_.load(std::memory_order_acquire) & kClosed; }
+
+  // Takes n permits if available now (lock-free); nullopt otherwise or when
+  // closed.
+  std::optional<SemaphorePermit> try_acquire(std::uint64_t n = 1) {
+    if (n > kMaxPermits) throw Error(errc::invalid_argument, "Semaphore: more than kMaxPermits");
+    if (!try_take(n)) return std::nullopt;
+    return SemaphorePermit(this, n);
+  }
+
+  // Adds n permits: handed to waiters first, oldest first; the rest to the
+  // count. Throws invalid_argument (and adds nothing) past kMaxPermits.
+  void release(std::uint64_t n);
+  void add_permits(std::uint64_t n) { release(n); }
+
+  // Fails every waiting and later acquire with errc::closed.
+  void close() noexcept;
+
+  class [[nodiscard]] Acquire {
+   public:
+    Acquire(Semaphore& semaphore, std::uint64_t n) noexcept : semaphore_(semaphore), n_(n) {}
+    Acquire(const Acquire&) = delete;
+    Acquire& operator=(const Acquire&) = delete;
+    // Before it is awaited only (e.g. moved into a timeout).
+    Acquire(Acquire&& other) noexcept : semaphore_(other.semaphore_), n_(other.n_) {}
+    ~Acquire() {
+      if (queued_) semaphore_.cancel(&waiter_);
+    }
+
+    bool await_ready() {
+      if (n_ > kMaxPermits) return true;  // await_resume reports it
+      if (n_ == 0 || semaphore_.try_take(n_)) {
+        outcome_ = kGranted;
+        return detail::coop_try_consume();
+      }
+      return false;
+    }
+    bool await_suspend(std::coroutine_handle<> self) {
+      if (outcome_ == kPending) {
+        detail::TaskHeader* task = detail::suspend_current(self, &finished, &waiter_);
+        waiter_.waker = detail::make_task_waker(task);
+        waiter_.requested = n_;
+        switch (semaphore_.acquire_locked(&waiter_)) {
+          case AcquireResult::kQueued:
+            queued_ = true;
+            return true;
+          case AcquireResult::kGranted:
+            outcome_ = kGranted;
+            break;
+          case AcquireResult::kClosed:
+            outcome_ = kClosedOutcome;
+            return false;
+        }
+      }
+      // Ready, but this poll's budget is spent: go round the queue once first.
+      if (detail::coop_try_consume()) return false;
+      detail::yield_current(self);
+      return true;
+    }
+    Expected<SemaphorePermit> await_resume() {
+      if (n_ > kMaxPermits) throw Error(errc::invalid_argument, "Semaphore: more than kMaxPermits");
+      if (queued_) {
+        queued_ = false;
+        if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
+          semaphore_.give_back_partial(&waiter_);
+          return Expected<SemaphorePermit>(errc::closed);
+        }
+        return SemaphorePermit(&semaphore_, n_);
+      }
+      if (outcome_ == kClosedOutcome) return Expected<SemaphorePermit>(errc::closed);
+      return SemaphorePermit(&semaphore_, n_);
+    }
+
+   private:
+    enum Outcome { kPending, kGranted, kClosedOutcome };
+    static bool finished(void* waiter) noexcept {
+      return static_cast<detail::SemaphoreWaiter*>(waiter)->finished();
+    }
+    Semaphore& semaphore_;
+    std::uint64_t n_;
+    detail::SemaphoreWaiter waiter_;
+    Outcome outcome_ = kPending;
+    bool queued_ = false;  // waiter_ was handed to the semaphore
+  };
+
+  // Waits for n permits. co_await gives Expected<SemaphorePermit>: the
+  // permit, or errc::closed.
+  Acquire acquire(std::uint64_t n = 1) noexcept { return Acquire(*this, n); }
+
+  // Blocks the calling (non-runtime) thread for n permits.
+  Expected<SemaphorePermit> acquire_blocking(std::uint64_t n = 1);
+
+ private:
+  friend class SemaphorePermit;
+  enum class AcquireResult { kGranted, kQueued, kClosed };
+  static constexpr std::uint64_t kClosed = 1;  // bit 0 of permits_; the count is permits_ >> 1
+
+  bool try_take(std::uint64_t n) noexcept {
+    std::uint64_t current = permits_.load(std::memory_order_acquire);
+    for (;;) {
+      if ((current & kClosed) || (current >> 1) < n) return false;
+      // acquire on success: pairs with the release of whoever added the
+      // permits (what they protected is visible to us).
+      if (permits_.compare_exchange_weak(current, current - (n << 1), std::memory_order_acquire,
+                                         std::memory_order_acquire))
+        return true;
+    }
+  }
+  // The slow path of acquire, under the mutex (src/sync/semaphore.cpp).
+  AcquireResult acquire_locked(detail::SemaphoreWaiter* waiter);
+  // A queued waiter's Acquire is destroyed: withdraw it, give back grants.
+  void cancel(detail::SemaphoreWaiter* waiter) noexcept;
+  // A waiter finished as closed: give back what it had been granted.
+  void give_back_partial(detail::SemaphoreWaiter* waiter) noexcept;
+  // release() without the range check (permits that came from here).
+  void release_unchecked(std::uint64_t n) noexcept;
+  void release_locked(std::uint64_t n) noexcept;  // mutex held; unlocks
+
+  // Every try_acquire CAS touches this word: its own cache line, away from
+  // the mutex and the queue that waiters and releasers write.
+  alignas(64) std::atomic<std::uint64_t> permits_;
+  alignas(64) std::atomic<detail::SemaphoreWaiter*> fast_{nullptr};
+  detail::SpinLock mutex_;
+  detail::IntrusiveList<detail::SemaphoreWaiter> waiters_;  // guarded by mutex_; front oldest
+};
+
+inline void SemaphorePermit::reset() noexcept {
+  if (semaphore_ && permits_ > 0) semaphore_->release_unchecked(permits_);
+  semaphore_ = nullptr;
+  permits_ = 0;
+}
+
+}  // namespace volt

@@ -1,0 +1,284 @@
+// Semaphore: the waiting half (slow paths, release, cancel, close).
+//
+// State:
+//   permits_  count << 1 | closed bit. Lock-free try_take CASes it down; it
+//             goes up only under mutex_ (release_locked, when no waiter is
+//             queued), or with the closed bit (close, under mutex_).
+//   fast_     at most one waiter, the oldest queued one (invariant I2).
+//             Stored only under mutex_; taken out lock-free by release()
+//             (exchange) and cancel() (CAS), or under mutex_.
+//   waiters_  the other queued waiters, oldest at the front; under mutex_.
+//
+// Invariants (checked by tests/model/semaphore.pml):
+//   I1  no permit sits in the counter while a waiter is queued (fast_ or
+//       list) once every release in progress has finished: a release either
+//       hands permits to the oldest waiter or, finding none under the mutex,
+//       credits the counter; and a waiter queues only under the mutex after
+//       draining the counter.
+//   I2  fast_, when set, holds the oldest queued waiter, so serving it first
+//       keeps FIFO order. A waiter is stored there only when the list is
+//       empty; a partially served one goes back as the oldest.
+//
+// Where the seed's protocol (seeds/semaphore-algorithm.txt) loses a wake-up
+// or a permit, and what this code does instead (the model's negative
+// controls reproduce each one):
+//   (a) release() swaps an empty fast slot; an acquirer then registers in the
+//       slot under the mutex; release() takes the mutex, sees an empty list
+//       and credits the counter: the permits float past a queued waiter.
+//       Here release_locked() always takes the fast slot again under the
+//       mutex before looking at the list.
+//   (b) a partially served waiter is out of the slot while another release
+//       finds slot and list empty and credits the counter; the waiter goes
+//       back and starves. Here the partial put-back happens under the mutex
+//       and first drains the counter into the waiter.
+//   (c) a waiter cancelled while a releaser holds it out of the slot is in
+//       neither place; the seed's cancel "removes" it from the list and frees
+//       it while the releaser still writes to it. Here cancel() finds it
+//       neither linked nor finished under the mutex and waits (unlocks,
+//       yields, retries) for that releaser to finish or put it back.
+//   FIFO: the seed registers a newcomer in an empty fast slot even when older
+//   waiters are in the list, and release() serves the slot first: the
+//   newcomer overtakes them. Here the slot is used only when the list is
+//   empty (I2).
+#include "volt/sync/semaphore.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include "detail/thread_parker.hpp"
+#include "volt/detail/wake_list.hpp"
+
+namespace volt {
+
+using detail::SemaphoreWaiter;
+
+Semaphore::Semaphore(std::uint64_t permits) {
+  if (permits > kMaxPermits)
+    throw Error(errc::invalid_argument, "Semaphore: more than kMaxPermits permits");
+  permits_.store(permits << 1, std::memory_order_relaxed);
+}
+
+Semaphore::~Semaphore() = default;
+
+void Semaphore::release(std::uint64_t n) {
+  if (n == 0) return;
+  // Checked up front so that a bad call changes nothing. Racing releases may
+  // still pass this check together; the count is then wrong only for a
+  // program that overflows kMaxPermits concurrently, which no semaphore bound
+  // can protect.
+  const std::uint64_t available = available_permits();
+  if (n > kMaxPermits || available > kMaxPermits - n)
+    throw Error(errc::invalid_argument, "Semaphore::release: more than kMaxPermits permits");
+  release_unchecked(n);
+}
+
+void Semaphore::release_unchecked(std::uint64_t n) noexcept {
+  if (n == 0) return;
+  // Tier 1: the fast slot, lock-free. acq_rel: acquire pairs with the
+  // release store that put the waiter there (its fields are visible);
+  // release orders our earlier writes before the slot is seen empty.
+  SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel);
+  if (waiter) {
+    // We own the waiter until we publish its completion or put it back.
+    const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
+    if (n >= remaining) {
+      detail::Waker waker = std::move(waiter->waker);  // copy before publish
+      // release: pairs with the owner's acquire in finished(); after this
+      // store the waiter may be freed, so nothing below touches it.
+      waiter->state.store(0, std::memory_order_release);
+      waker.wake();
+      n -= remaining;
+      if (n == 0) return;
+      mutex_.lock();
+      release_locked(n);  // surplus: the next oldest waiters, then the count
+      return;
+    }
+    // Partial: under the mutex, so that nobody credits the counter while the
+    // waiter is out of the slot (fix (b)).
+    mutex_.lock();
+    std::uint64_t still = remaining - n;
+    // Permits credited by a release that found the slot and list empty while
+    // we held the waiter: they are its now.
+    std::uint64_t current = permits_.load(std::memory_order_relaxed);
+    while (still > 0 && !(current & kClosed) && (current >> 1) > 0) {
+      const std::uint64_t take = std::min(current >> 1, still);
+      if (permits_.compare_exchange_weak(current, current - (take << 1), std::memory_order_acquire,
+                                         std::memory_order_relaxed))
+        still -= take;
+    }
+    // Closed while we held it (close() could not reach it): finish it as
+    // closed; its Acquire gives the partial grant back.
+    if (still == 0 || (current & kClosed)) {
+      detail::Waker waker = std::move(waiter->waker);
+      waiter->state.store(still == 0 ? 0 : (still | SemaphoreWaiter::kClosedBit),
+                          std::memory_order_release);
+      mutex_.unlock();
+      waker.wake();
+      return;
+    }
+    waiter->state.store(still, std::memory_order_relaxed);  // the mutex publishes it
+    // Back as the oldest (I2): a newcomer that took the empty slot meanwhile
+    // moves to the front of the list, behind us.
+    // release: pairs with the acquire of the next exchange/CAS that takes it.
+    if (SemaphoreWaiter* newer = fast_.exchange(waiter, std::memory_order_acq_rel))
+      waiters_.push_front(newer);
+    mutex_.unlock();
+    return;
+  }
+  // Tier 2: the mutex.
+  mutex_.lock();
+  release_locked(n);
+}
+
+void Semaphore::release_locked(std::uint64_t n) noexcept {
+  detail::WakeList wakes;
+  while (n > 0) {
+    // The fast slot first, again, under the mutex: a waiter may have
+    // registered there after our lock-free exchange found it empty (fix (a)).
+    SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel);
+    const bool from_fast = waiter != nullptr;
+    if (!waiter) waiter = waiters_.front();
+    if (!waiter) {
+      // Nobody waits: the count. release: pairs with try_take's acquire.
+      permits_.fetch_add(n << 1, std::memory_order_release);
+      break;
+    }
+    const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
+    if (n < remaining) {
+      // Partial grant: it stays the oldest, where it was.
+      waiter->state.store(remaining - n, std::memory_order_relaxed);
+      if (from_fast) fast_.store(waiter, std::memory_order_release);
+      break;
+    }
+    if (!from_fast) waiters_.remove(waiter);
+    n -= remaining;
+    wakes.push(std::move(waiter->waker));  // copy before publish
+    waiter->state.store(0, std::memory_order_release);
+    if (wakes.full()) {
+      mutex_.unlock();
+      wakes.wake_all();
+      mutex_.lock();
+    }
+  }
+  mutex_.unlock();
+  wakes.wake_all();
+}
+
+Semaphore::AcquireResult Semaphore::acquire_locked(SemaphoreWaiter* waiter) {
+  const std::uint64_t needed = waiter->requested;
+  std::lock_guard guard(mutex_);
+  // Lock before CAS: a release that could credit the counter needs the
+  // mutex, so whatever it credited before we locked we drain now, and
+  // whatever comes after finds us queued.
+  std::uint64_t current = permits_.load(std::memory_order_acquire);
+  std::uint64_t still = needed;
+  while (still > 0) {
+    if (current & kClosed) break;
+    const std::uint64_t take = std::min(current >> 1, still);
+    if (take == 0) break;
+    if (permits_.compare_exchange_weak(current, current - (take << 1), std::memory_order_acquire,
+                                       std::memory_order_acquire))
+      still -= take;
+  }
+  if (current & kClosed) {
+    // Closed: give back what we drained (it stays in the count).
+    if (needed > still) permits_.fetch_add((needed - still) << 1, std::memory_order_release);
+    return AcquireResult::kClosed;
+  }
+  if (still == 0) return AcquireResult::kGranted;
+  waiter->state.store(still, std::memory_order_relaxed);  // published below
+  if (waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr) {
+    // release: pairs with the acquire exchange/CAS that takes it out.
+    fast_.store(waiter, std::memory_order_release);
+  } else {
+    waiters_.push_back(waiter);
+  }
+  return AcquireResult::kQueued;
+}
+
+void Semaphore::cancel(SemaphoreWaiter* waiter) noexcept {
+  const std::uint64_t requested = waiter->requested;
+  for (;;) {
+    SemaphoreWaiter* expected = waiter;
+    // acq_rel: acquire sees the state written by whoever put it there.
+    if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
+                                      std::memory_order_relaxed)) {
+      // Ours again, never finished: give back the partial grant.
+      const std::uint64_t still = waiter->state.load(std::memory_order_relaxed);
+      release_unchecked(requested - (still & ~SemaphoreWaiter::kClosedBit));
+      return;
+    }
+    mutex_.lock();
+    const std::uint64_t s = waiter->state.load(std::memory_order_acquire);
+    if (s == 0 || (s & SemaphoreWaiter::kClosedBit) || waiter->linked) {
+      if (waiter->linked) waiters_.remove(waiter);
+      mutex_.unlock();
+      // Granted in full but never taken, closed, or withdrawn from the list:
+      // whatever was granted goes back (and may complete other waiters).
+      release_unchecked(requested - (s & ~SemaphoreWaiter::kClosedBit));
+      return;
+    }
+    mutex_.unlock();
+    // Neither queued nor finished: a releaser took it out of the fast slot
+    // and is serving it (fix (c)). It finishes or puts it back shortly.
+    std::this_thread::yield();
+  }
+}
+
+void Semaphore::give_back_partial(SemaphoreWaiter* waiter) noexcept {
+  const std::uint64_t still =
+      waiter->state.load(std::memory_order_acquire) & ~SemaphoreWaiter::kClosedBit;
+  release_unchecked(waiter->requested - still);
+}
+
+void Semaphore::close() noexcept {
+  detail::WakeList wakes;
+  std::unique_lock lock(mutex_);
+  permits_.fetch_or(kClosed, std::memory_order_release);
+  auto finish = [&](SemaphoreWaiter* waiter) {
+    const std::uint64_t still = waiter->state.load(std::memory_order_relaxed);
+    wakes.push(std::move(waiter->waker));
+    waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_release);
+    if (wakes.full()) {
+      lock.unlock();
+      wakes.wake_all();
+      lock.lock();
+    }
+  };
+  // A waiter a releaser holds out of the slot is finished by that releaser
+  // (it sees the closed bit when it puts a partial grant back).
+  if (SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel)) finish(waiter);
+  while (SemaphoreWaiter* waiter = waiters_.pop_front())
+    finish(waiter);
+  lock.unlock();
+  wakes.wake_all();
+}
+
+Expected<SemaphorePermit> Semaphore::acquire_blocking(std::uint64_t n) {
+  if (detail::tls_context.scheduler)
+    throw Error(errc::blocking_in_runtime, "Semaphore::acquire_blocking on a runtime thread");
+  if (n > kMaxPermits) throw Error(errc::invalid_argument, "Semaphore: more than kMaxPermits");
+  if (n == 0 || try_take(n)) return SemaphorePermit(this, n);
+  detail::ThreadParker& parker = detail::ThreadParker::current();
+  SemaphoreWaiter waiter;
+  waiter.requested = n;
+  waiter.waker = parker.waker();
+  switch (acquire_locked(&waiter)) {
+    case AcquireResult::kGranted:
+      return SemaphorePermit(this, n);
+    case AcquireResult::kClosed:
+      return Expected<SemaphorePermit>(errc::closed);
+    case AcquireResult::kQueued:
+      break;
+  }
+  while (!waiter.finished())
+    parker.park();
+  if (waiter.state.load(std::memory_order_acquire) & SemaphoreWaiter::kClosedBit) {
+    give_back_partial(&waiter);
+    return Expected<SemaphorePermit>(errc::closed);
+  }
+  return SemaphorePermit(this, n);
+}
+
+}  // namespace volt
