@@ -75,10 +75,15 @@ void Semaphore::release(std::uint64_t n) {
 
 void Semaphore::release_unchecked(std::uint64_t n) noexcept {
   if (n == 0) return;
-  // Tier 1: the fast slot, lock-free. acq_rel: acquire pairs with the
+  // Tier 1: the fast slot, lock-free. A plain load first: with nobody
+  // waiting (the common case) the exchange's cache-line write is wasted. A
+  // waiter that registers after this load is found under the mutex in
+  // release_locked (fix (a)). acq_rel on the exchange: acquire pairs with the
   // release store that put the waiter there (its fields are visible);
   // release orders our earlier writes before the slot is seen empty.
-  SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel);
+  SemaphoreWaiter* waiter = fast_.load(std::memory_order_relaxed) == nullptr
+                                ? nullptr
+                                : fast_.exchange(nullptr, std::memory_order_acq_rel);
   if (waiter) {
     // We own the waiter until we publish its completion or put it back.
     const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
