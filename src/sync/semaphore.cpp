@@ -16,8 +16,13 @@
 //       credits the counter; and a waiter queues only under the mutex after
 //       draining the counter.
 //   I2  fast_, when set, holds the oldest queued waiter, so serving it first
-//       keeps FIFO order. A waiter is stored there only when the list is
-//       empty; a partially served one goes back as the oldest.
+//       keeps FIFO order: a waiter is stored there only when the list is
+//       empty.
+//   I3  a waiter in fast_ needs exactly one more permit, so the lock-free
+//       tier always grants in full. The model found that a partially served
+//       waiter held out of the slot (in neither place) can be overtaken, and
+//       that putting it back needs the mutex and a drain of the counter;
+//       with I3 that path does not exist.
 //
 // Where the seed's protocol (seeds/semaphore-algorithm.txt) loses a wake-up
 // or a permit, and what this code does instead (the model's negative
@@ -29,13 +34,17 @@
 //       mutex before looking at the list.
 //   (b) a partially served waiter is out of the slot while another release
 //       finds slot and list empty and credits the counter; the waiter goes
-//       back and starves. Here the partial put-back happens under the mutex
-//       and first drains the counter into the waiter.
+//       back and starves. Here no partial grant happens outside the mutex
+//       (I3).
 //   (c) a waiter cancelled while a releaser holds it out of the slot is in
 //       neither place; the seed's cancel "removes" it from the list and frees
 //       it while the releaser still writes to it. Here cancel() finds it
 //       neither linked nor finished under the mutex and waits (unlocks,
-//       yields, retries) for that releaser to finish or put it back.
+//       yields, retries) for that releaser to publish its completion.
+//   (d) the seed's releaseToWaiters publishes a list waiter's completion
+//       before unlinking it and copying its waker: the waiter may be freed
+//       first. Here the waker is moved out and the waiter unlinked before
+//       the publishing store.
 //   FIFO: the seed registers a newcomer in an empty fast slot even when older
 //   waiters are in the list, and release() serves the slot first: the
 //   newcomer overtakes them. Here the slot is used only when the list is
@@ -85,50 +94,19 @@ void Semaphore::release_unchecked(std::uint64_t n) noexcept {
                                 ? nullptr
                                 : fast_.exchange(nullptr, std::memory_order_acq_rel);
   if (waiter) {
-    // We own the waiter until we publish its completion or put it back.
+    // We own the waiter until we publish its completion. Only a waiter that
+    // needs exactly one more permit is ever stored in the slot (I3), so any
+    // release serves it in full: no partial grant happens outside the mutex.
     const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
-    if (n >= remaining) {
-      detail::Waker waker = std::move(waiter->waker);  // copy before publish
-      // release: pairs with the owner's acquire in finished(); after this
-      // store the waiter may be freed, so nothing below touches it.
-      waiter->state.store(0, std::memory_order_release);
-      waker.wake();
-      n -= remaining;
-      if (n == 0) return;
-      mutex_.lock();
-      release_locked(n);  // surplus: the next oldest waiters, then the count
-      return;
-    }
-    // Partial: under the mutex, so that nobody credits the counter while the
-    // waiter is out of the slot (fix (b)).
+    detail::Waker waker = std::move(waiter->waker);  // copy before publish
+    // release: pairs with the owner's acquire in finished(); after this
+    // store the waiter may be freed, so nothing below touches it.
+    waiter->state.store(0, std::memory_order_release);
+    waker.wake();
+    n -= remaining;
+    if (n == 0) return;
     mutex_.lock();
-    std::uint64_t still = remaining - n;
-    // Permits credited by a release that found the slot and list empty while
-    // we held the waiter: they are its now.
-    std::uint64_t current = permits_.load(std::memory_order_relaxed);
-    while (still > 0 && !(current & kClosed) && (current >> 1) > 0) {
-      const std::uint64_t take = std::min(current >> 1, still);
-      if (permits_.compare_exchange_weak(current, current - (take << 1), std::memory_order_acquire,
-                                         std::memory_order_relaxed))
-        still -= take;
-    }
-    // Closed while we held it (close() could not reach it): finish it as
-    // closed; its Acquire gives the partial grant back.
-    if (still == 0 || (current & kClosed)) {
-      detail::Waker waker = std::move(waiter->waker);
-      waiter->state.store(still == 0 ? 0 : (still | SemaphoreWaiter::kClosedBit),
-                          std::memory_order_release);
-      mutex_.unlock();
-      waker.wake();
-      return;
-    }
-    waiter->state.store(still, std::memory_order_relaxed);  // the mutex publishes it
-    // Back as the oldest (I2): a newcomer that took the empty slot meanwhile
-    // moves to the front of the list, behind us.
-    // release: pairs with the acquire of the next exchange/CAS that takes it.
-    if (SemaphoreWaiter* newer = fast_.exchange(waiter, std::memory_order_acq_rel))
-      waiters_.push_front(newer);
-    mutex_.unlock();
+    release_locked(n);  // surplus: the next oldest waiters, then the count
     return;
   }
   // Tier 2: the mutex.
@@ -151,9 +129,9 @@ void Semaphore::release_locked(std::uint64_t n) noexcept {
     }
     const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
     if (n < remaining) {
-      // Partial grant: it stays the oldest, where it was.
+      // Partial grant (a list waiter: a slot waiter needs 1, I3): it stays
+      // the oldest, at the list's front.
       waiter->state.store(remaining - n, std::memory_order_relaxed);
-      if (from_fast) fast_.store(waiter, std::memory_order_release);
       break;
     }
     if (!from_fast) waiters_.remove(waiter);
@@ -193,7 +171,9 @@ Semaphore::AcquireResult Semaphore::acquire_locked(SemaphoreWaiter* waiter) {
   }
   if (still == 0) return AcquireResult::kGranted;
   waiter->state.store(still, std::memory_order_relaxed);  // published below
-  if (waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr) {
+  // The slot only for the oldest waiter (I2) and only if one permit will
+  // finish it (I3).
+  if (still == 1 && waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr) {
     // release: pairs with the acquire exchange/CAS that takes it out.
     fast_.store(waiter, std::memory_order_release);
   } else {
@@ -251,8 +231,8 @@ void Semaphore::close() noexcept {
       lock.lock();
     }
   };
-  // A waiter a releaser holds out of the slot is finished by that releaser
-  // (it sees the closed bit when it puts a partial grant back).
+  // A waiter a releaser holds out of the slot is being granted in full by
+  // that releaser (I3): it completes normally.
   if (SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel)) finish(waiter);
   while (SemaphoreWaiter* waiter = waiters_.pop_front())
     finish(waiter);

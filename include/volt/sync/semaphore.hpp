@@ -26,10 +26,13 @@
 //
 // Protocol (src/sync/semaphore.cpp has the full argument; tests/model/
 // semaphore.pml checks it): the seed's two-tier release (a lock-free fast
-// waiter slot, then a mutex-guarded FIFO list), with three fixes: a release
-// that found the slot empty re-checks it under the mutex, a partially served
-// waiter is put back under the mutex as the oldest, and cancellation of a
-// waiter that a releaser holds out of the slot waits for that releaser.
+// waiter slot, then a mutex-guarded FIFO list), with the seed's races fixed:
+// a release that found the slot empty re-checks it under the mutex; only the
+// oldest waiter, and only one needing a single permit, uses the slot (so no
+// partial grant happens outside the mutex and no newcomer overtakes); a
+// waiter's completion is published after its waker is copied and it is
+// unlinked; cancelling a waiter that a releaser holds out of the slot waits
+// for that releaser.
 #pragma once
 
 #include <atomic>
