@@ -1,6 +1,6 @@
 // bench/contended.cpp: Tier 3, async primitives under contention on a
 // multi-thread runtime; the same work as shared/bench/tokio/src/contended.rs.
-// Rows land as their primitives do: semaphore_contended now.
+// Rows land as their primitives do: mutex and semaphore so far.
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -11,6 +11,29 @@
 
 namespace volt_bench {
 namespace {
+
+volt::Task<void> mutex_worker(volt::Mutex<std::uint64_t>* counter, std::uint64_t rounds) {
+  for (std::uint64_t i = 0; i < rounds; ++i) {
+    auto guard = co_await counter->lock();
+    ++*guard;
+  }
+}
+
+// 4 tasks; each does ops/4 times: lock, increment a shared counter, unlock.
+volt::Task<Sample> mutex_contended(std::uint64_t ops) {
+  constexpr std::uint64_t kTasks = 4;
+  Meter meter = Meter::start();
+  auto counter = std::make_unique<volt::Mutex<std::uint64_t>>(0);
+  std::array<volt::JoinHandle<void>, kTasks> tasks;
+  for (std::uint64_t i = 0; i < kTasks; ++i)
+    tasks[i] = volt::spawn(mutex_worker(counter.get(), share(ops, kTasks, i)));
+  for (auto& task : tasks)
+    co_await task;
+  Sample sample = meter.stop();
+  auto guard = co_await counter->lock();
+  if (*guard != ops) throw std::logic_error("mutex_contended: lost increments");
+  co_return sample;
+}
 
 volt::Task<void> semaphore_worker(volt::Semaphore* semaphore, std::atomic<std::uint64_t>* hits,
                                   std::uint64_t rounds) {
@@ -39,6 +62,7 @@ volt::Task<Sample> semaphore_contended(std::uint64_t ops) {
 }
 
 constexpr Bench kBenches[] = {
+    task_bench("mutex_contended", 10'000, mutex_contended),
     task_bench("semaphore_contended", 10'000, semaphore_contended),
 };
 

@@ -6,6 +6,7 @@
 #include "volt/expected.hpp"
 #include "volt/runtime/runtime.hpp"
 #include "volt/runtime/stats.hpp"
+#include "volt/sync/mutex.hpp"
 #include "volt/sync/semaphore.hpp"
 #include "volt/task/join_all.hpp"
 #include "volt/task/join_handle.hpp"
