@@ -79,8 +79,6 @@ struct SemaphoreWaiter : IntrusiveLink {
 class [[nodiscard]] SemaphorePermit {
  public:
   SemaphorePermit() noexcept = default;
-  SemaphorePermit(Semaphore* semaphore, std::uint64_t permits) noexcept
-      : semaphore_(semaphore), permits_(permits) {}
   SemaphorePermit(SemaphorePermit&& other) noexcept
       : semaphore_(std::exchange(other.semaphore_, nullptr)),
         permits_(std::exchange(other.permits_, 0)) {}
@@ -104,6 +102,10 @@ class [[nodiscard]] SemaphorePermit {
   void reset() noexcept;
 
  private:
+  friend class Semaphore;  // only a semaphore hands out permits
+  SemaphorePermit(Semaphore* semaphore, std::uint64_t permits) noexcept
+      : semaphore_(semaphore), permits_(permits) {}
+
   Semaphore* semaphore_ = nullptr;
   std::uint64_t permits_ = 0;
 };
