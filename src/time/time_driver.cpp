@@ -1,6 +1,7 @@
 #include "time/time_driver.hpp"
 
-#include <array>
+#include "volt/detail/wake_list.hpp"
+
 #include <limits>
 #include <mutex>
 #include <utility>
@@ -217,27 +218,27 @@ void TimeDriver::unlink_pending(TimerEntry* entry) noexcept {
 
 std::size_t TimeDriver::fire_until(std::uint64_t tick) noexcept {
   std::size_t total = 0;
-  std::array<Waker, kBatch> batch;
+  WakeList batch;  // invoked after the lock is released
   bool more = true;
   while (more) {
-    std::size_t n = 0;
     {
       std::lock_guard guard(lock_);
       auto fire = [&](TimerNode& node) {
-        batch[n++] = std::move(node.waker);
+        batch.push(std::move(node.waker));
+        ++total;
         // release: pairs with TimerNode::fired(); the node is the owner's
         // from here on (it may be freed as soon as this store is seen).
         node.state.store(TimerNode::kFired, std::memory_order_release);
       };
       // Due entries left over from the previous batch first (earlier ticks).
-      while (pending_ && n < kBatch) {
+      while (pending_ && !batch.full()) {
         TimerEntry* entry = pending_;
         unlink_pending(entry);
         fire(*reinterpret_cast<TimerNode*>(entry));
       }
-      if (n < kBatch) {
+      if (!batch.full()) {
         wheel_.advance(tick, [&](TimerEntry* entry) {
-          if (n < kBatch) {
+          if (!batch.full()) {
             fire(*reinterpret_cast<TimerNode*>(entry));
           } else {
             link_pending(entry);
@@ -246,9 +247,7 @@ std::size_t TimeDriver::fire_until(std::uint64_t tick) noexcept {
       }
       more = pending_ != nullptr;
     }
-    for (std::size_t i = 0; i < n; ++i)
-      batch[i].wake();
-    total += n;
+    batch.wake_all();
   }
   fired_.fetch_add(total, std::memory_order_relaxed);
   return total;

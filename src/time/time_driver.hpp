@@ -93,7 +93,6 @@ class TimeDriver {
   std::uint64_t fired_timers() const noexcept { return fired_.load(std::memory_order_relaxed); }
 
  private:
-  static constexpr std::size_t kBatch = 32;
   std::uint64_t deadline_tick(Instant deadline) const noexcept;
   // The instant tick `tick` starts at; nullopt past what Instant can hold.
   std::optional<Instant> tick_start(std::uint64_t tick) const noexcept;

@@ -96,12 +96,16 @@ void BlockingPool::enqueue(TaskHeader* task) noexcept {
       queued_ = 0;
     }
     lock.unlock();
-    while (orphans) {
-      TaskHeader* next = orphans->queue_next;
-      shutdown_task(orphans);
-      job_done();
-      orphans = next;
-    }
+    cancel_jobs(orphans);
+  }
+}
+
+void BlockingPool::cancel_jobs(TaskHeader* list) noexcept {
+  while (list) {
+    TaskHeader* next = list->queue_next;
+    shutdown_task(list);  // consumes the queue reference
+    job_done();
+    list = next;
   }
 }
 
@@ -188,13 +192,7 @@ bool BlockingPool::shutdown(std::chrono::nanoseconds timeout) noexcept {
     queued_ = 0;
   }
   work_cv_.notify_all();
-  // Work that never started: its handle reports runtime_shutdown.
-  while (queued) {
-    TaskHeader* next = queued->queue_next;
-    shutdown_task(queued);
-    job_done();
-    queued = next;
-  }
+  cancel_jobs(queued);  // work that never started: its handle reports runtime_shutdown
   std::unique_lock lock(mutex_);
   // Called from one of our own threads (a blocking function dropped the
   // last Runtime): wait for the others only.

@@ -86,6 +86,8 @@ class BlockingPool final : public Scheduler {
   TaskHeader* pop_locked() noexcept;
 
   void job_done() noexcept;
+  // Cancels a detached queue_next chain of jobs that never started.
+  void cancel_jobs(TaskHeader* list) noexcept;
 
   const BlockingPoolConfig config_;
   Scheduler* const runtime_;
