@@ -119,7 +119,12 @@ void Semaphore::release_locked(std::uint64_t n) noexcept {
   while (n > 0) {
     // The fast slot first, again, under the mutex: a waiter may have
     // registered there after our lock-free exchange found it empty (fix (a)).
-    SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel);
+    // A load first: the slot is mostly empty here (later waiters are in the
+    // list), and under the mutex nobody can fill it concurrently (stores
+    // happen only under the mutex), so an empty load is final.
+    SemaphoreWaiter* waiter = fast_.load(std::memory_order_relaxed) == nullptr
+                                  ? nullptr
+                                  : fast_.exchange(nullptr, std::memory_order_acq_rel);
     const bool from_fast = waiter != nullptr;
     if (!waiter) waiter = waiters_.front();
     if (!waiter) {

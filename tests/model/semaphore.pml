@@ -41,7 +41,8 @@
  *       code): lock; R5 drain loop (one step per CAS) into `still`;
  *       R6 w->state.store(still) (0 = publish and unlock);
  *       R7 newer = fast_.exchange(w); R8 waiters_.push_front(newer); unlock
- *   L1  release_locked: x = fast_.exchange(nullptr)
+ *   L1  release_locked: x = fast_.exchange(nullptr) (the code loads first
+ *       and skips the exchange when empty: under the mutex nobody fills it)
  *   L2  release_locked: else x = waiters_.front(); none -> L3 fetch_add, break
  *   L4  release_locked: remaining = x->state.load
  *   L5  partial: x->state.store(remaining - n); L6 if from fast:
