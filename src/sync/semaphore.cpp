@@ -153,7 +153,7 @@ void Semaphore::release_locked(std::uint64_t n) noexcept {
   wakes.wake_all();
 }
 
-Semaphore::AcquireResult Semaphore::acquire_locked(SemaphoreWaiter* waiter) {
+Semaphore::AcquireResult Semaphore::acquire_locked(SemaphoreWaiter* waiter) noexcept {
   const std::uint64_t needed = waiter->requested;
   std::lock_guard guard(mutex_);
   // Lock before CAS: a release that could credit the counter needs the

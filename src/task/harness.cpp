@@ -177,7 +177,12 @@ bool coop_try_consume() noexcept {
 }
 
 void yield_current(std::coroutine_handle<> suspended) {
-  TaskHeader* task = suspend_current(suspended);
+  yield_current(suspended, nullptr, nullptr);
+}
+
+void yield_current(std::coroutine_handle<> suspended, bool (*check)(void*) noexcept,
+                   void* context) {
+  TaskHeader* task = suspend_current(suspended, check, context);
   // We hold kRunning: this only sets kNotified, and the end of the poll
   // re-queues the task through schedule_yield (behind queued work).
   task->wake_by_ref();

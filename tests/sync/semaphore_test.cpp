@@ -122,6 +122,57 @@ TEST(SemaphoreFifo, WaitersAreServedInArrivalOrderWithPartialGrants) {
   EXPECT_EQ(sem.available_permits(), 0u);
 }
 
+// ---- the cooperative budget ----
+
+// More acquisitions than one poll's budget (128): the loop must yield at
+// some point, and it must yield holding no permit, or every task that runs
+// meanwhile finds the semaphore empty and queues (the convoy the
+// semaphore_contended benchmark fell into).
+Task<void> acquire_past_the_budget(Semaphore* sem, int rounds) {
+  for (int i = 0; i < rounds; ++i) {
+    Expected<SemaphorePermit> p = co_await sem->acquire(1);
+    EXPECT_TRUE(p);
+  }
+}
+
+Task<bool> try_while_the_other_yields(Semaphore* sem) {
+  co_return sem->try_acquire(1).has_value();
+}
+
+TEST(SemaphoreBudget, AYieldForTheBudgetHoldsNoPermit) {
+  Runtime rt = Runtime::Builder::current_thread().build();
+  Semaphore sem(1);
+  // One thread: `looper` runs until its budget is spent and yields; `prober`
+  // runs in that gap.
+  auto looper = rt.spawn(acquire_past_the_budget(&sem, 1000));
+  auto prober = rt.spawn(try_while_the_other_yields(&sem));
+  looper.join();
+  EXPECT_TRUE(prober.join()) << "the permit was held across the budget yield";
+  EXPECT_EQ(sem.available_permits(), 1u);
+}
+
+Task<void> hold_across_yields(Semaphore* sem, std::atomic<bool>* held) {
+  std::optional<SemaphorePermit> p = sem->try_acquire(1);
+  held->store(p.has_value());
+  for (int i = 0; i < 5; ++i)
+    co_await volt::yield_now();
+}
+
+TEST(SemaphoreBudget, TheFirstAttemptAfterABudgetYieldQueuesWhenItMustWait) {
+  Runtime rt = Runtime::Builder::current_thread().build();
+  Semaphore sem(1);
+  std::atomic<bool> held{false};
+  // `holder` takes the permit while `looper` is yielding for its budget, so
+  // the attempt made when `looper` is polled again must queue, and the
+  // holder's release must wake it.
+  auto looper = rt.spawn(acquire_past_the_budget(&sem, 1000));
+  auto holder = rt.spawn(hold_across_yields(&sem, &held));
+  looper.join();
+  holder.join();
+  EXPECT_TRUE(held.load());
+  EXPECT_EQ(sem.available_permits(), 1u);
+}
+
 // ---- cancellation gives grants back ----
 
 Task<int> partial_then_timeout(Semaphore* sem) {

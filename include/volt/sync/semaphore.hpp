@@ -155,33 +155,30 @@ class Semaphore {
 
     bool await_ready() {
       if (n_ > kMaxPermits) return true;  // await_resume reports it
+      // The budget before the permit: a task whose poll budget is spent
+      // yields holding nothing and takes the permit when it runs again
+      // (retake_after_yield). Taking first and yielding with the permit held
+      // would make every other task queue behind it, and once waiters queue
+      // every later acquire must queue too (permits go to them directly):
+      // the semaphore_contended workload fell into that convoy for good.
+      if (!detail::coop_try_consume()) {
+        outcome_ = kYielding;
+        return false;
+      }
       if (n_ == 0 || semaphore_.try_take(n_)) {
         outcome_ = kGranted;
-        return detail::coop_try_consume();
+        return true;
       }
       return false;
     }
     bool await_suspend(std::coroutine_handle<> self) {
-      if (outcome_ == kPending) {
-        detail::TaskHeader* task = detail::suspend_current(self, &finished, &waiter_);
-        waiter_.waker = detail::make_task_waker(task);
-        waiter_.requested = n_;
-        switch (semaphore_.acquire_locked(&waiter_)) {
-          case AcquireResult::kQueued:
-            queued_ = true;
-            return true;
-          case AcquireResult::kGranted:
-            outcome_ = kGranted;
-            break;
-          case AcquireResult::kClosed:
-            outcome_ = kClosedOutcome;
-            return false;
-        }
+      if (outcome_ == kYielding) {
+        // The check runs when the task is polled again, before it resumes.
+        detail::yield_current(self, &ready_check, this);
+        return true;
       }
-      // Ready, but this poll's budget is spent: go round the queue once first.
-      if (detail::coop_try_consume()) return false;
-      detail::yield_current(self);
-      return true;
+      detail::TaskHeader* task = detail::suspend_current(self, &ready_check, this);
+      return register_waiter(task);
     }
     Expected<SemaphorePermit> await_resume() {
       if (n_ > kMaxPermits) throw Error(errc::invalid_argument, "Semaphore: more than kMaxPermits");
@@ -198,9 +195,37 @@ class Semaphore {
     }
 
    private:
-    enum Outcome { kPending, kGranted, kClosedOutcome };
-    static bool finished(void* waiter) noexcept {
-      return static_cast<detail::SemaphoreWaiter*>(waiter)->finished();
+    enum Outcome { kPending, kYielding, kGranted, kClosedOutcome };
+    // Queues waiter_ (or takes the permits the lock-before-CAS drain finds).
+    // True when it must wait.
+    bool register_waiter(detail::TaskHeader* task) noexcept {
+      waiter_.waker = detail::make_task_waker(task);
+      waiter_.requested = n_;
+      switch (semaphore_.acquire_locked(&waiter_)) {
+        case AcquireResult::kQueued:
+          queued_ = true;
+          return true;
+        case AcquireResult::kGranted:
+          outcome_ = kGranted;
+          return false;
+        case AcquireResult::kClosed:
+          outcome_ = kClosedOutcome;
+          return false;
+      }
+      return false;
+    }
+    // The ResumeSlot check: whether the task may resume. After a budget
+    // yield it makes the first attempt (the task is current, so it can
+    // queue itself); once queued, whether a release or close finished it.
+    static bool ready_check(void* context) noexcept {
+      Acquire& self = *static_cast<Acquire*>(context);
+      if (self.queued_) return self.waiter_.finished();
+      if (self.outcome_ != kYielding) return true;
+      if (self.n_ == 0 || self.semaphore_.try_take(self.n_)) {
+        self.outcome_ = kGranted;
+        return true;
+      }
+      return !self.register_waiter(detail::tls_context.current_task);
     }
     Semaphore& semaphore_;
     std::uint64_t n_;
@@ -233,7 +258,7 @@ class Semaphore {
     }
   }
   // The slow path of acquire, under the mutex (src/sync/semaphore.cpp).
-  AcquireResult acquire_locked(detail::SemaphoreWaiter* waiter);
+  AcquireResult acquire_locked(detail::SemaphoreWaiter* waiter) noexcept;
   // A queued waiter's Acquire is destroyed: withdraw it, give back grants.
   void cancel(detail::SemaphoreWaiter* waiter) noexcept;
   // A waiter finished as closed: give back what it had been granted.

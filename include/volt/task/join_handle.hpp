@@ -48,6 +48,10 @@ void join_handle_block(TaskHeader* task);
 bool coop_try_consume() noexcept;
 // Suspends the current task for one trip through its scheduler's queue.
 void yield_current(std::coroutine_handle<> suspended);
+// The same, with a ResumeSlot check that runs when the task is polled again:
+// a leaf that yields before trying (its budget spent) makes its first
+// attempt there, and, if it must wait, registers from there.
+void yield_current(std::coroutine_handle<> suspended, bool (*check)(void*) noexcept, void* context);
 }  // namespace detail
 
 template <class T>
