@@ -100,6 +100,13 @@ class [[nodiscard]] SemaphorePermit {
   }
   // Gives the permits back now.
   void reset() noexcept;
+  // Moves n of these permits into a new permit (RwLock's downgrade).
+  // Throws invalid_argument, changing nothing, if n > permits().
+  SemaphorePermit split(std::uint64_t n) {
+    if (n > permits_) throw Error(errc::invalid_argument, "SemaphorePermit::split: more than held");
+    permits_ -= n;
+    return SemaphorePermit(semaphore_, n);
+  }
 
  private:
   friend class Semaphore;  // only a semaphore hands out permits
