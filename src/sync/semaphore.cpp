@@ -1,9 +1,14 @@
 // Semaphore: the waiting half (slow paths, release, cancel, close).
 //
 // State:
-//   permits_  count << 1 | closed bit. Lock-free try_take CASes it down; it
-//             goes up only under mutex_ (release_locked, when no waiter is
-//             queued), or with the closed bit (close, under mutex_).
+//   permits_  count << 2 | kQueued | kClosed. Lock-free try_take CASes the
+//             count down. A release adds to it lock-free only while kQueued
+//             is clear (the CAS fails if an acquirer sets it meanwhile);
+//             otherwise under mutex_, when it finds no waiter, clearing
+//             kQueued in the same RMW. kQueued is set under mutex_ by an
+//             acquirer about to queue, in the CAS that saw the count at 0.
+//             So kQueued is set whenever a waiter is queued (it may stay set
+//             a little longer: the next release clears it).
 //   fast_     at most one waiter, the oldest queued one (invariant I2).
 //             Stored only under mutex_; taken out lock-free by release()
 //             (exchange) and cancel() (CAS), or under mutex_.
@@ -14,7 +19,11 @@
 //       list) once every release in progress has finished: a release either
 //       hands permits to the oldest waiter or, finding none under the mutex,
 //       credits the counter; and a waiter queues only under the mutex after
-//       draining the counter.
+//       draining the counter and setting kQueued in the CAS that saw it
+//       empty, so a lock-free credit (kQueued clear) is ordered before that
+//       CAS (which then sees it) or fails. The seed's has_waiters flag was a
+//       separate word read before a separate fetch_add, which let a waiter
+//       queue in between (the model's HAS_WAITERS negative control).
 //   I2  fast_, when set, holds the oldest queued waiter, so serving it first
 //       keeps FIFO order: a waiter is stored there only when the list is
 //       empty.
@@ -65,7 +74,7 @@ using detail::SemaphoreWaiter;
 Semaphore::Semaphore(std::uint64_t permits) {
   if (permits > kMaxPermits)
     throw Error(errc::invalid_argument, "Semaphore: more than kMaxPermits permits");
-  permits_.store(permits << 1, std::memory_order_relaxed);
+  permits_.store(permits << kCountShift, std::memory_order_relaxed);
 }
 
 Semaphore::~Semaphore() = default;
@@ -84,6 +93,16 @@ void Semaphore::release(std::uint64_t n) {
 
 void Semaphore::release_unchecked(std::uint64_t n) noexcept {
   if (n == 0) return;
+  // Tier 0: nobody queued, the count, lock-free. release: pairs with
+  // try_take's and the drain's acquire (what the permits guarded is
+  // visible to the next holder). A failed CAS (relaxed: only the bits are
+  // looked at) re-reads the word; once kQueued shows, the waiters' tiers.
+  std::uint64_t current = permits_.load(std::memory_order_relaxed);
+  while (!(current & kQueued)) {
+    if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
+                                       std::memory_order_release, std::memory_order_relaxed))
+      return;
+  }
   // Tier 1: the fast slot, lock-free. A plain load first: with nobody
   // waiting (the common case) the exchange's cache-line write is wasted. A
   // waiter that registers after this load is found under the mutex in
@@ -128,8 +147,13 @@ void Semaphore::release_locked(std::uint64_t n) noexcept {
     const bool from_fast = waiter != nullptr;
     if (!waiter) waiter = waiters_.front();
     if (!waiter) {
-      // Nobody waits: the count. release: pairs with try_take's acquire.
-      permits_.fetch_add(n << 1, std::memory_order_release);
+      // Nobody waits: the count, clearing kQueued in the same RMW so that
+      // releases go lock-free again. Only mutex holders set or clear
+      // kQueued, so the bit read here is still the bit when we add, and
+      // subtracting it (bit 1, below the count) clears it without a borrow.
+      // release: pairs with try_take's acquire.
+      const std::uint64_t queued = permits_.load(std::memory_order_relaxed) & kQueued;
+      permits_.fetch_add((n << kCountShift) - queued, std::memory_order_release);
       break;
     }
     const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
@@ -163,15 +187,26 @@ Semaphore::AcquireResult Semaphore::acquire_locked(SemaphoreWaiter* waiter) noex
   std::uint64_t still = needed;
   while (still > 0) {
     if (current & kClosed) break;
-    const std::uint64_t take = std::min(current >> 1, still);
-    if (take == 0) break;
-    if (permits_.compare_exchange_weak(current, current - (take << 1), std::memory_order_acquire,
-                                       std::memory_order_acquire))
+    const std::uint64_t take = std::min(current >> kCountShift, still);
+    if (take == 0) {
+      // Empty: we will queue. Mark it in the CAS that saw the zero, so that
+      // a release that has not credited yet fails its lock-free CAS and
+      // comes to the mutex (held by us), where it finds us queued.
+      if ((current & kQueued) ||
+          permits_.compare_exchange_weak(current, current | kQueued, std::memory_order_acquire,
+                                         std::memory_order_acquire))
+        break;
+      continue;
+    }
+    // acquire: pairs with the release that credited these permits.
+    if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
+                                       std::memory_order_acquire, std::memory_order_acquire))
       still -= take;
   }
   if (current & kClosed) {
     // Closed: give back what we drained (it stays in the count).
-    if (needed > still) permits_.fetch_add((needed - still) << 1, std::memory_order_release);
+    if (needed > still)
+      permits_.fetch_add((needed - still) << kCountShift, std::memory_order_release);
     return AcquireResult::kClosed;
   }
   if (still == 0) return AcquireResult::kGranted;

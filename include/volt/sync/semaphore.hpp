@@ -119,8 +119,8 @@ class [[nodiscard]] SemaphorePermit {
 
 class Semaphore {
  public:
-  // Tokio's bound: the count, shifted left by one for the closed bit, fits
-  // in 64 bits with room to detect overflow.
+  // Tokio's bound: the count, shifted left by two for the closed and queued
+  // bits, fits in 64 bits.
   static constexpr std::uint64_t kMaxPermits = (std::uint64_t{1} << 61) - 1;
 
   explicit Semaphore(std::uint64_t permits);
@@ -129,7 +129,7 @@ class Semaphore {
   ~Semaphore();
 
   std::uint64_t available_permits() const noexcept {
-    return permits_.load(std::memory_order_acquire) >> 1;
+    return permits_.load(std::memory_order_acquire) >> kCountShift;
   }
   bool is_closed() const noexcept { return permits_.load(std::memory_order_acquire) & kClosed; }
 
@@ -251,16 +251,23 @@ class Semaphore {
  private:
   friend class SemaphorePermit;
   enum class AcquireResult { kGranted, kQueued, kClosed };
-  static constexpr std::uint64_t kClosed = 1;  // bit 0 of permits_; the count is permits_ >> 1
+  // permits_ = count << kCountShift | kQueued | kClosed.
+  static constexpr std::uint64_t kClosed = 1;
+  // Set (under the mutex) by an acquirer that found the count at zero and
+  // will queue, in the same CAS that saw the zero; cleared only under the
+  // mutex, by a release that found nobody queued. While it is clear a
+  // release adds to the count without the mutex (src/sync/semaphore.cpp).
+  static constexpr std::uint64_t kQueued = 2;
+  static constexpr int kCountShift = 2;
 
   bool try_take(std::uint64_t n) noexcept {
     std::uint64_t current = permits_.load(std::memory_order_acquire);
     for (;;) {
-      if ((current & kClosed) || (current >> 1) < n) return false;
+      if ((current & kClosed) || (current >> kCountShift) < n) return false;
       // acquire on success: pairs with the release of whoever added the
       // permits (what they protected is visible to us).
-      if (permits_.compare_exchange_weak(current, current - (n << 1), std::memory_order_acquire,
-                                         std::memory_order_acquire))
+      if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
+                                         std::memory_order_acquire, std::memory_order_acquire))
         return true;
     }
   }
