@@ -35,6 +35,46 @@ volt::Task<Sample> mutex_contended(std::uint64_t ops) {
   co_return sample;
 }
 
+volt::Task<void> rwlock_reader(volt::RwLock<std::uint64_t>* lock, std::uint64_t rounds) {
+  for (std::uint64_t i = 0; i < rounds; ++i) {
+    auto guard = co_await lock->read();
+    black_box(*guard);
+  }
+}
+
+volt::Task<void> rwlock_writer(volt::RwLock<std::uint64_t>* lock, std::uint64_t rounds) {
+  for (std::uint64_t i = 0; i < rounds; ++i) {
+    auto guard = co_await lock->write();
+    ++*guard;
+  }
+}
+
+// 4 reader tasks and 2 writer tasks, ops/6 acquisitions each; readers read
+// the value, writers increment it.
+volt::Task<Sample> rwlock_contended(std::uint64_t ops) {
+  constexpr std::uint64_t kReaders = 4;
+  constexpr std::uint64_t kTasks = kReaders + 2;
+  Meter meter = Meter::start();
+  auto lock = std::make_unique<volt::RwLock<std::uint64_t>>(0);
+  std::array<volt::JoinHandle<void>, kTasks> tasks;
+  std::uint64_t writes = 0;
+  for (std::uint64_t i = 0; i < kTasks; ++i) {
+    const std::uint64_t rounds = share(ops, kTasks, i);
+    if (i < kReaders) {
+      tasks[i] = volt::spawn(rwlock_reader(lock.get(), rounds));
+    } else {
+      tasks[i] = volt::spawn(rwlock_writer(lock.get(), rounds));
+      writes += rounds;
+    }
+  }
+  for (auto& task : tasks)
+    co_await task;
+  Sample sample = meter.stop();
+  auto guard = co_await lock->read();
+  if (*guard != writes) throw std::logic_error("rwlock_contended: lost increments");
+  co_return sample;
+}
+
 volt::Task<void> semaphore_worker(volt::Semaphore* semaphore, std::atomic<std::uint64_t>* hits,
                                   std::uint64_t rounds) {
   for (std::uint64_t i = 0; i < rounds; ++i) {
@@ -61,9 +101,68 @@ volt::Task<Sample> semaphore_contended(std::uint64_t ops) {
   co_return sample;
 }
 
+volt::Task<void> barrier_worker(volt::Barrier* barrier, std::atomic<std::uint64_t>* leaders,
+                                std::uint64_t generations) {
+  for (std::uint64_t i = 0; i < generations; ++i)
+    if ((co_await barrier->wait()).is_leader()) leaders->fetch_add(1, std::memory_order_relaxed);
+}
+
+// 4 tasks, each waits on the same 4-party barrier ops/4 times (ops/4
+// generations; ns_per_op is per wait).
+volt::Task<Sample> barrier_async(std::uint64_t ops) {
+  constexpr std::uint64_t kTasks = 4;
+  if (ops % kTasks != 0) throw std::logic_error("barrier_async: ops not a multiple of 4");
+  const std::uint64_t generations = ops / kTasks;
+  Meter meter = Meter::start();
+  auto barrier = std::make_unique<volt::Barrier>(kTasks);
+  std::atomic<std::uint64_t> leaders{0};
+  std::array<volt::JoinHandle<void>, kTasks> tasks;
+  for (auto& task : tasks)
+    task = volt::spawn(barrier_worker(barrier.get(), &leaders, generations));
+  for (auto& task : tasks)
+    co_await task;
+  Sample sample = meter.stop();
+  if (leaders.load() != generations) throw std::logic_error("barrier_async: wrong leader count");
+  co_return sample;
+}
+
+struct NotifyTurns {
+  volt::Notify ping;
+  volt::Notify pong;
+};
+
+volt::Task<void> notify_server(NotifyTurns* turns, std::uint64_t rounds) {
+  for (std::uint64_t i = 0; i < rounds; ++i) {
+    co_await turns->ping.notified();
+    turns->pong.notify_one();
+  }
+}
+
+volt::Task<void> notify_client(NotifyTurns* turns, std::uint64_t rounds) {
+  for (std::uint64_t i = 0; i < rounds; ++i) {
+    turns->ping.notify_one();
+    co_await turns->pong.notified();
+  }
+}
+
+// 2 tasks bounce a turn through two Notifys; one op is one round trip.
+volt::Task<Sample> notify_pingpong(std::uint64_t ops) {
+  Meter meter = Meter::start();
+  auto turns = std::make_unique<NotifyTurns>();
+  std::array<volt::JoinHandle<void>, 2> tasks;
+  tasks[0] = volt::spawn(notify_server(turns.get(), ops));
+  tasks[1] = volt::spawn(notify_client(turns.get(), ops));
+  for (auto& task : tasks)
+    co_await task;
+  co_return meter.stop();
+}
+
 constexpr Bench kBenches[] = {
     task_bench("mutex_contended", 10'000, mutex_contended),
+    task_bench("rwlock_contended", 10'000, rwlock_contended),
     task_bench("semaphore_contended", 10'000, semaphore_contended),
+    task_bench("barrier_async", 10'000, barrier_async),
+    task_bench("notify_pingpong", 10'000, notify_pingpong),
 };
 
 }  // namespace

@@ -1,63 +1,135 @@
 /*
- * SPIN model of the counting semaphore's wait/wake protocol (fast waiter
- * slot + mutex-guarded FIFO list), as implemented in
+ * SPIN model of the counting semaphore's wait/wake protocol (permits word
+ * with a kQueued bit, fast waiter slot, mutex-guarded FIFO list), as
+ * implemented in
  *   include/volt/sync/semaphore.hpp   try_take (try_acquire), Acquire
  *   src/sync/semaphore.cpp            acquire_locked, release_unchecked
  *                                     (release), release_locked, cancel
  * and, under -DSEED / -DHAS_WAITERS, the seed's protocol
  * (seeds/semaphore-algorithm.txt, seeds/fast-waiter-slot.txt) as negative
- * controls. Line numbers to be filled when the code lands.
+ * controls. Not modelled: close() and the closed paths (kClosed, the
+ * waiter's kClosedBit, give_back_partial), and the range check of release().
  *
- * State. permits = the counter; fast = 0 or a waiter id (1..ACQ); q[0..qlen)
- * = the list, q[0] the oldest; per waiter i: rem[i] = its state word
- * (permits still needed; 0 = complete, published), linked[i] = in the list,
- * freed[i] = its Acquire returned (the waiter's memory is gone).
- * outcome[i]: HELD (returned with its permits) or CANCELLED (gave back all
- * it had been granted). mtx = the mutex (a lock: atomic test-and-set).
+ * State. permits = the count and queued = the kQueued bit: together the
+ * word permits_ (count << 2 | kQueued | kClosed); every step that reads or
+ * writes the word is one atomic step covering both. fast = 0 or a waiter id
+ * (1..ACQ); q[0..qlen) = the list, q[0] the oldest; per waiter i: rem[i] =
+ * its state word (permits still needed; 0 = complete, published),
+ * linked[i] = in the list, freed[i] = its Acquire returned (the waiter's
+ * memory is gone). outcome[i]: HELD (returned with its permits) or
+ * CANCELLED (gave back all it had been granted). mtx = the mutex (a lock:
+ * atomic test-and-set).
  *
  * Atomicity. One step = one atomic instruction of the code (load, store,
  * exchange, CAS, fetch_add) or one list operation under the mutex (only lock
  * holders see the list). Plain reads of a waiter the releaser owns (the
  * waker copy and the state load) share a step; local arithmetic is folded
  * into the adjacent step; ghost updates (in_rel, settled, wseq) are folded
- * into the step they describe. A CAS loop whose only competitors decrease
- * the counter is one step per successful CAS. SPIN interleaves sequentially
+ * into the step they describe. A CAS loop on the word is one step per
+ * outcome that matters: a CAS that fails changes nothing and is retried
+ * with the value it read, so the model has one step for the CAS that
+ * succeeds, guarded by the value it succeeds on, and (R0, A2q) one step for
+ * the read that sends the loop elsewhere. SPIN interleaves sequentially
  * consistently: memory orders are not checked here.
  *
- * Model step -> code (fixed protocol, the default):
- *   T1  try_take: CAS loop on the counter (Acquire::await_ready)
- *   A1  acquire_locked: lock mutex_
- *   A2  acquire_locked: drain loop, one step per successful CAS
- *   A3  acquire_locked: granted in full -> unlock, return kGranted
- *   A4  acquire_locked: waiters_.empty() && fast_.load() == nullptr ?
- *   A5  acquire_locked: fast_.store(w)  |  waiters_.push_back(w)
- *   A6  acquire_locked: unlock (kQueued); the Acquire waits for finished()
- *   R1  release_unchecked: w = fast_.exchange(nullptr)
- *   R2  release_unchecked: remaining = w->state.load (+ waker moved out)
- *   R3  full: w->state.store(0) (publish; w not touched after), wake,
- *       surplus -> lock, release_locked
+ * Model step -> code (fixed protocol, the default). Line numbers are those
+ * of commit d6ff79d ("Semaphore: a kQueued bit in the permits word"); hpp =
+ * include/volt/sync/semaphore.hpp, cpp = src/sync/semaphore.cpp.
+ *   T1  try_take, hpp 263-273: load (264) and CAS loop (269-270) taking the
+ *       count down; the bits are left alone. Called from Acquire::await_ready
+ *       (hpp 175) or, after a budget yield, from Acquire::ready_check
+ *       (hpp 231); try_acquire (hpp 140) is the same step.
+ *   A1  acquire_locked, cpp 182: lock mutex_ (std::lock_guard). Reached via
+ *       Acquire::register_waiter (hpp 208-223, call at 211) from
+ *       await_suspend (hpp 188) or ready_check (hpp 235).
+ *   A2  acquire_locked, cpp 186-205: the drain loop (load 186), one step per
+ *       successful CAS taking min(count, still) (cpp 201-204).
+ *   A2q acquire_locked, cpp 190-199: count 0 and permits still needed: the
+ *       CAS that saw the zero sets kQueued (cpp 195-198), or the word already
+ *       showed kQueued (cpp 195): one step, then break. (A failed CAS,
+ *       cpp 199 continue, saw a lock-free credit: the model's guard then
+ *       sends the loop back to A2. An older `current` showing kQueued is
+ *       still exact: with the mutex held nobody clears the bit, and while
+ *       it is set nobody adds to the count.)
+ *   A3  acquire_locked, cpp 212: granted in full -> return kGranted (the
+ *       lock_guard unlocks).
+ *   A4  acquire_locked, cpp 216: still == 1 && waiters_.empty() &&
+ *       fast_.load() == nullptr ? (the state store of cpp 213 is the model's
+ *       rem[me], already equal to still and not yet published)
+ *   A5  acquire_locked, cpp 218 fast_.store(w) | cpp 220 waiters_.push_back(w)
+ *   A6  acquire_locked, cpp 222: return kQueued (the lock_guard unlocks);
+ *       register_waiter sets queued_ (hpp 213) and the Acquire waits for
+ *       waiter_.finished() (hpp 229, ready_check; hpp 70-73).
+ *   acquire_blocking (cpp 283-307) runs the same steps: T1 (287), A1..A6
+ *   (292), then waits for finished() (300); it never cancels.
+ *   R0  release_unchecked, cpp 100-105 (Tier 0): load (100) and CAS loop
+ *       (101-104) adding n to the count while kQueued is clear: one step,
+ *       either the CAS that succeeds (kQueued clear: return, cpp 104) or the
+ *       read (load or failed CAS) that shows kQueued (leave the loop, on to
+ *       R1). -DSPLIT_TIER0 splits it into a load of the bit and a separate
+ *       fetch_add (negative control).
+ *   R1  release_unchecked, cpp 112-114: w = fast_.exchange(nullptr) (the
+ *       code loads first and skips the exchange when the slot is empty: the
+ *       same as an exchange that finds it empty)
+ *   R2  release_unchecked, cpp 119-120: remaining = w->state.load, waker
+ *       moved out
+ *   R3  release_unchecked, cpp 123: w->state.store(0) (publish; w not
+ *       touched after), wake (124); surplus (125-129) -> lock (127),
+ *       release_locked (128)
  *   R4  partial (only under -DFAST_ANY: by default a slot waiter needs one
  *       permit, so this path is unreachable, asserted, and absent from the
- *       code): lock; R5 drain loop (one step per CAS) into `still`;
- *       R6 w->state.store(still) (0 = publish and unlock);
- *       R7 newer = fast_.exchange(w); R8 waiters_.push_front(newer); unlock
- *   L1  release_locked: x = fast_.exchange(nullptr) (the code loads first
- *       and skips the exchange when empty: under the mutex nobody fills it)
- *   L2  release_locked: else x = waiters_.front(); none -> L3 fetch_add, break
- *   L4  release_locked: remaining = x->state.load
- *   L5  partial: x->state.store(remaining - n); L6 if from fast:
- *       fast_.store(x); break
- *   L7  full: waiters_.remove(x) if from the list (waker moved out);
- *       L8 x->state.store(0); L9 wake list full: unlock, wake, lock (the
- *       model flushes nondeterministically after any full grant)
- *   L10 unlock, wake_all
- *   C1  cancel: fast_.CAS(w -> nullptr); success: give back
- *       requested - state via release_unchecked
- *   C2  cancel: lock; state == 0 or linked -> remove if linked, unlock, give
- *       back requested - state; otherwise unlock, yield, back to C1
- *   The Acquire's destructor calls cancel() when it was queued and not
- *   resumed; a cancel-capable acquirer (CANCEL mask) may do so at any point
- *   while it waits, including after it was granted in full.
+ *       code, cpp 116-118): lock; R5 drain loop (one step per CAS) into
+ *       `still`, which with the kQueued bit ends like A2q (sets the bit when
+ *       it sees the count at 0 with permits still needed: the model's own
+ *       completion of a path the code does not have); R6
+ *       w->state.store(still) (0 = publish and unlock); R7 newer =
+ *       fast_.exchange(w); R8 waiters_.push_front(newer); unlock
+ *   R9  release_unchecked, cpp 131-133 (Tier 2): slot empty -> lock (132),
+ *       release_locked (133)
+ *   L1  release_locked, cpp 144-146: x = fast_.exchange(nullptr) (the code
+ *       loads first and skips the exchange when empty: under the mutex
+ *       nobody fills it)
+ *   L2  release_locked, cpp 148: else x = waiters_.front(); none (cpp 149)
+ *       -> L3
+ *   L3  release_locked, cpp 155-157, nobody waits: load the word's kQueued
+ *       bit (155), then fetch_add((n << 2) - queued) (156): one RMW that
+ *       credits the count and clears kQueued; break. Two steps; the model
+ *       asserts the bit has not changed between them (cpp 151-153: only
+ *       mutex holders set or clear it).
+ *   L4  release_locked, cpp 159: remaining = x->state.load
+ *   L5  release_locked, cpp 160-164, partial: x->state.store(remaining - n)
+ *       (163); break. L6 (-DFAST_ANY only; the code has no partial grant
+ *       from the slot, I3): if from fast, fast_.store(x); break
+ *   L7  release_locked, cpp 166-168, full: waiters_.remove(x) if from the
+ *       list (166), waker moved out (168); L8 x->state.store(0) (169);
+ *       L9 wake list full (170-174): unlock, wake, lock (the model flushes
+ *       nondeterministically after any full grant)
+ *   L10 release_locked, cpp 176-177: unlock, wake_all
+ *   C1  cancel, cpp 228-236: fast_.CAS(w -> nullptr) (230-231); success:
+ *       state.load (233), give back requested - state via
+ *       release_unchecked (234: R0..)
+ *   C2  cancel, cpp 237-250: lock (237), state load (238); state == 0 or
+ *       linked (239) -> remove if linked (240), unlock (241), give back
+ *       requested - state via release_unchecked (244); otherwise unlock
+ *       (247), yield (250), back to C1
+ *   The Acquire's destructor (hpp 159-161) calls cancel() when it was queued
+ *   and not resumed; a cancel-capable acquirer (CANCEL mask) may do so at
+ *   any point while it waits, including after it was granted in full. A
+ *   releaser (Rel) is release() (cpp 82-92, the range check not modelled)
+ *   or SemaphorePermit::reset (hpp 292-296): both call release_unchecked.
+ *   The kQueued bit is not cleared anywhere but L3 (it may stay set after
+ *   the last waiter left by C1/C2 or was served: the next release clears it).
+ *
+ * The cooperative budget (commit 027886e): Acquire::await_ready (hpp
+ * 163-180) checks coop_try_consume (171) before try_take (175); when the
+ * budget is spent the task yields holding nothing and makes its first
+ * attempt from ready_check (hpp 227-236: try_take at 231, then
+ * register_waiter -> acquire_locked at 235). This changes only when the
+ * owner runs T1 and A1..A6, not which shared steps it runs nor their order
+ * (still T1, then A1..A6 if T1 fails); the model's interleavings already
+ * allow any delay before T1, and an Acquire destroyed while yielding
+ * (queued_ false: hpp 160 does not cancel) never touched the semaphore. So
+ * the model needs nothing for it.
  *
  * Properties.
  *  - Liveness (no lost wake-up, no starvation): every Acquire and release
@@ -70,6 +142,9 @@
  *    is free and no release is in progress (in_rel == 0; a cancel's give-
  *    back counts as a release), that a queued waiter (fast or list) implies
  *    permits == 0 (invariant I1). At the end no waiter is queued.
+ *  - kQueued covers every queued waiter: monitor asserts in every state
+ *    that a queued waiter (fast or list) implies queued (I0, default
+ *    protocol; cpp 10-11), so a lock-free credit (R0) never passes a waiter.
  *  - No use-after-free: every access by a releaser (or by the list code) to
  *    waiter i asserts !freed[i]; when an Acquire returns, its waiter is in
  *    neither the fast slot nor the list.
@@ -80,11 +155,12 @@
  *    may take permits only when nobody waits.
  *
  * Result for the default protocol (configurations in tests/CMakeLists.txt):
- * verified with and without cancellation and with partial grants. Changes
- * against the protocol as first specified (the brief), both visible as
- * switches:
+ * verified with and without cancellation and with partial grants, including
+ * the lock-free Tier 0 credit racing acquirers that drain and queue and
+ * cancels whose give-backs go through Tier 0. Changes against the protocol
+ * as first specified (the brief), both visible as switches:
  *  1. The partial put-back (R4..R8) drains the counter into the waiter under
- *     the mutex before putting it back (as src/sync/semaphore.cpp does).
+ *     the mutex before putting it back (as src/sync/semaphore.cpp did).
  *     Without it (-DNO_PARTIAL_DRAIN) SPIN finds: R2 exchanges an empty
  *     slot; W registers in the slot; R1 takes W out for a partial grant;
  *     R2 locks, finds slot and list empty, credits the counter; R1 puts W
@@ -103,10 +179,19 @@
  *     FIFO verifies. -DFAST_ANY restores the slot for any waiter (the
  *     partial put-back path, with its drain). With single-permit requests
  *     (Mutex) strict FIFO holds either way.
+ * The kQueued bit (commit d6ff79d) makes the check "nobody queued" and the
+ * lock-free credit one RMW on the word the acquirer's A2q also writes: a
+ * credit either lands before A2q (which then fails its CAS and drains it)
+ * or fails and goes to the waiters' tiers. -DSPLIT_TIER0 (the bit loaded,
+ * then a separate fetch_add) is the seed's has_waiters race again: SPIN
+ * finds R0 load (clear); the acquirer drains, sets the bit, queues; R0
+ * fetch_add: the permit floats past the waiter, which waits forever.
  *
  * Switches (protocol):
- *   (none)            the fixed protocol as implemented (drain on partial
- *                     put-back included).
+ *   (none)            the fixed protocol as implemented (kQueued bit, Tier 0
+ *                     CAS; drain on partial put-back included).
+ *   -DSPLIT_TIER0     negative control: Tier 0 (R0) loads the bit and, if
+ *                     clear, credits with a separate fetch_add (two steps).
  *   -DNO_PARTIAL_DRAIN the fixed protocol as first specified: the partial
  *                     put-back (R4..R8) does not drain the counter. Negative
  *                     control: a release that found slot and list empty while
@@ -115,7 +200,8 @@
  *   -DFAST_ANY        fast slot for any oldest waiter, however many permits
  *                     it still needs (the code before I3; the default keeps
  *                     the slot for waiters needing exactly one more).
- *   -DSEED            the seed: acquireWaitDirect registers with CAS fast
+ *   -DSEED            the seed (no kQueued bit, no Tier 0): acquireWaitDirect
+ *                     registers with CAS fast
  *                     0 -> w even when the list is not empty, else pushes
  *                     at the newest end; release serves the fast slot
  *                     lock-free (partial: store, CAS 0 -> w, else lock and
@@ -131,17 +217,18 @@
  *   -DSEED_REMOVE_CORRUPT with SEED: list.remove of a non-member clears the
  *                     list (std.DoublyLinkedList with null links); default:
  *                     remove of a non-member does nothing.
- *   -DHAS_WAITERS     the seed's earlier has_waiters hint: release reads the
- *                     flag and, if false, fetch_adds without the mutex;
+ *   -DHAS_WAITERS     the seed's earlier has_waiters hint (a separate flag,
+ *                     no kQueued bit): release reads the flag and, if false,
+ *                     fetch_adds without the mutex (a second step);
  *                     acquirers lock, drain, set the flag, push, unlock.
  * Switches (configuration): ACQ (1..3) acquirers needing NEED1..NEED3;
  *   REL (1..3) releasers releasing RELN1..RELN3 once; INIT initial permits;
  *   -DCANCEL=mask: acquirer i may cancel while waiting if bit i-1 is set
  *   (-DCANCEL = acquirer 1); -DLATE_RELEASE=k: releasers start once k
  *   acquirers have queued or been granted (isolates orderings).
- * Switches (checks): -DCHECK_FIFO; -DNO_MONITOR (I1 only at the end, a float
- *   then shows as a deadlock); -DNO_LIVENESS (a blocked waiter is a valid end
- *   state: assertions only); -DNO_UAF_CHECK; -DNO_FLUSH (no L9).
+ * Switches (checks): -DCHECK_FIFO; -DNO_MONITOR (no I0/I1 monitor: a float
+ *   then shows as a deadlock, or at the end); -DNO_LIVENESS (a blocked waiter is a
+ *   valid end state: assertions only); -DNO_UAF_CHECK; -DNO_FLUSH (no L9).
  */
 
 #ifndef ACQ
@@ -179,6 +266,14 @@
 #if defined(HAS_WAITERS) && defined(CANCEL)
 #error "HAS_WAITERS models no cancellation"
 #endif
+/* QBIT: the kQueued bit in the permits word (the code as it is); the seed's
+ * protocols (SEED, HAS_WAITERS) have no such bit. */
+#if !defined(SEED) && !defined(HAS_WAITERS)
+#define QBIT
+#endif
+#if defined(SPLIT_TIER0) && !defined(QBIT)
+#error "SPLIT_TIER0 is a variant of the default protocol"
+#endif
 
 #define NEED(i) ((i) == 1 -> NEED1 : ((i) == 2 -> NEED2 : NEED3))
 #define RELN(i) ((i) == 1 -> RELN1 : ((i) == 2 -> RELN2 : RELN3))
@@ -186,7 +281,11 @@
 #define HELD      1
 #define CANCELLED 2
 
-byte permits = INIT;
+byte permits = INIT;   /* the count: permits_ >> kCountShift */
+#ifdef QBIT
+bool queued = false;   /* kQueued: the same word as permits (steps that touch
+                          both are one atomic step, as one RMW on permits_) */
+#endif
 byte fast = 0;
 byte q[ACQ];
 byte qlen = 0;
@@ -266,7 +365,10 @@ inline unlink(i) { d_step { unlink_body(i) } }
  * decided here: the releaser owns w, nobody else changes rem[w]. */
 inline take_fast_slot() {
   atomic {
-    w = fast; fast = 0; in_rel++;
+    w = fast; fast = 0;
+#ifndef QBIT
+    in_rel++;
+#endif
 #ifdef CHECK_FIFO
     if
     :: w != 0 -> fifo_grant(w); if :: n >= rem[w] -> fifo_clear(w) :: else -> skip fi
@@ -355,7 +457,17 @@ inline release_locked() {
             ff = false;
             if
             :: qlen > 0 -> x = q[0]                             /* L2 */
-            :: else -> atomic { permits = permits + n; n = 0 }; break  /* L3 */
+            :: else ->
+#ifdef QBIT
+                 qb = queued;                                   /* L3 load */
+                 atomic {                                       /* L3 fetch_add */
+                   assert(queued == qb);     /* only mutex holders change it */
+                   permits = permits + n; n = 0; queued = false; qb = false
+                 };
+#else
+                 atomic { permits = permits + n; n = 0 };       /* L3 */
+#endif
+                 break
             fi
        fi;
        atomic { touch(x); r = rem[x] };                         /* L4 */
@@ -392,7 +504,28 @@ inline fixed_release() {
   :: !ok -> atomic { permits = permits + n; n = 0 }
   :: else -> lock(); release_locked()
   fi;
+  atomic { in_rel--; w = 0; x = 0; r = 0; ok = false; ff = false }
 #else
+#ifdef QBIT
+#ifdef SPLIT_TIER0
+  /* negative control: the bit loaded, then a separate fetch_add */
+  atomic { in_rel++; ok = !queued };                            /* R0 load */
+  if
+  :: ok -> atomic { permits = permits + n; n = 0; in_rel--; ok = false }  /* R0 fetch_add */
+  :: else -> skip
+  fi;
+#else
+  atomic {                                                      /* R0 */
+    if
+    :: !queued -> permits = permits + n; n = 0   /* CAS succeeds: done */
+    :: else -> in_rel++                          /* sees kQueued: tier 1 */
+    fi
+  };
+#endif
+  if
+  :: n == 0 -> skip
+  :: else ->
+#endif
   take_fast_slot();                                             /* R1 */
   if
   :: w != 0 ->
@@ -417,7 +550,12 @@ inline fixed_release() {
                  :: permits >= r -> permits = permits - r; r = 0; fifo_clear(w)
                  :: else -> r = r - permits; permits = 0
                  fi }
+#ifdef QBIT
+            :: atomic { (r > 0 && permits == 0) -> queued = true }; break  /* as A2q */
+            :: r == 0 -> break
+#else
             :: (r == 0 || permits == 0) -> break
+#endif
             od;
 #endif
             atomic { touch(w); rem[w] = r; if :: r == 0 -> w = 0 :: else -> skip fi };  /* R6 */
@@ -429,10 +567,13 @@ inline fixed_release() {
             fi;
             unlock()
        fi
-  :: else -> lock(); release_locked()
+  :: else -> lock(); release_locked()                           /* R9 */
   fi;
-#endif
   atomic { in_rel--; w = 0; x = 0; r = 0; ok = false; ff = false }
+#ifdef QBIT
+  fi
+#endif
+#endif
 }
 
 #ifdef SEED
@@ -443,7 +584,7 @@ inline fixed_release() {
 
 proctype Acq(byte me) {
   byte n, w, x, r;        /* locals of the give-back release() */
-  bool ok, ff;
+  bool ok, ff, qb;
 
   /* T1 try_take */
   if
@@ -460,7 +601,12 @@ proctype Acq(byte me) {
        :: permits >= rem[me] -> permits = permits - rem[me]; rem[me] = 0
        :: else -> rem[me] = rem[me] - permits; permits = 0
        fi }
+#ifdef QBIT
+  :: atomic { (rem[me] > 0 && permits == 0) -> queued = true }; break  /* A2q */
+  :: rem[me] == 0 -> break
+#else
   :: (rem[me] == 0 || permits == 0) -> break
+#endif
   od;
   if
   :: rem[me] == 0 -> atomic { mtx = false; settled++ }; goto acquired  /* A3 */
@@ -567,7 +713,7 @@ finish:
 
 proctype Rel(byte id) {
   byte n, w, x, r;
-  bool ok, ff;
+  bool ok, ff, qb;
 #ifdef LATE_RELEASE
   atomic { settled >= LATE_RELEASE -> n = RELN(id) };
 #else
@@ -582,7 +728,13 @@ proctype Rel(byte id) {
  * waiter implies an empty counter. */
 active proctype monitor() {
 end_monitor:
-  atomic { (!mtx && in_rel == 0 && (fast != 0 || qlen > 0) && permits > 0) -> assert(false) }
+  atomic {
+    ((!mtx && in_rel == 0 && (fast != 0 || qlen > 0) && permits > 0)
+#ifdef QBIT
+     || ((fast != 0 || qlen > 0) && !queued)       /* I0 */
+#endif
+    ) -> assert(false)
+  }
 }
 #endif
 

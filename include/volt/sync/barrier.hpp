@@ -1,0 +1,169 @@
+// volt/sync/barrier.hpp: n tasks meet, then all go on together; reusable.
+//
+//   volt::Barrier barrier(4);                  // 4 parties per generation
+//   // in each of the 4 tasks:
+//   volt::BarrierWaitResult r = co_await barrier.wait();
+//   if (r.is_leader()) { /* exactly one of the 4 */ }
+//
+// Guarantees:
+//  - Generations: every n-th arrival completes the current generation and
+//    releases its n callers together; the next arrival starts the next
+//    generation. A caller of generation g+1 is never released by generation
+//    g, whatever the interleaving.
+//  - Leader: exactly one caller per generation is the leader, the one whose
+//    arrival completed it (as Tokio). It does not suspend; the other n-1 are
+//    woken by it.
+//  - Waiting allocates nothing: the waiter lives in the Wait operation (in
+//    the awaiting frame), linked into the barrier's intrusive list.
+//  - Cancellation (destroying a Wait that is waiting: abort, timeout,
+//    select): if its generation has not completed yet the arrival is
+//    withdrawn, the count goes back down, and the generation needs another
+//    arrival to complete. If the generation completed already, the arrival
+//    stays counted (the others were released with it) and the result is
+//    simply dropped. Tokio's Barrier::wait does not define this; we choose
+//    withdrawal so that a timed-out waiter does not complete a generation it
+//    no longer takes part in.
+//  - Released waiters resume on whichever worker the scheduler picks; the
+//    leader carries on where it arrived (after a yield if its cooperative
+//    budget is spent).
+//  - wait() must be awaited in a runtime task; wait_blocking() is for plain
+//    threads (errc::blocking_in_runtime on a runtime thread). Both kinds may
+//    meet at the same barrier.
+//  - Bad input: Barrier(0) throws volt::Error(errc::invalid_argument) (Tokio
+//    treats 0 as 1; we prefer a clear error). Destroying the barrier while a
+//    caller waits on it is a contract violation (undefined behaviour), as for
+//    every primitive whose waiters live outside it.
+//
+// Protocol (src/sync/barrier.cpp): one spin lock guards the arrival count,
+// the generation number and the FIFO list of waiters; each waiter records the
+// generation it arrived in. The completing arrival advances the generation
+// and releases, from the front, every waiter of an older generation: waker
+// moved out, then `released` published, then woken after the lock is
+// dropped.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+
+#include "volt/detail/intrusive_list.hpp"
+#include "volt/detail/spin_lock.hpp"
+#include "volt/detail/task_header.hpp"
+#include "volt/detail/waker.hpp"
+#include "volt/error.hpp"
+#include "volt/task/join_handle.hpp"
+
+namespace volt {
+
+class Barrier;
+
+namespace detail {
+
+// One waiting caller. `generation` and the links are guarded by the barrier's
+// lock; `waker` is set before the waiter is linked and moved out by the
+// releaser under the lock; `released` is the completion, stored last (release)
+// by the releaser, read (acquire) by the owner. Once the owner sees it true
+// the barrier never touches the waiter again.
+struct BarrierWaiter : IntrusiveLink {
+  std::atomic<bool> released{false};
+  std::uint64_t generation = 0;
+  Waker waker;
+};
+
+}  // namespace detail
+
+// What a barrier wait gives back.
+class BarrierWaitResult {
+ public:
+  // True for exactly one caller per generation: the one that completed it.
+  bool is_leader() const noexcept { return leader_; }
+
+ private:
+  friend class Barrier;
+  explicit BarrierWaitResult(bool leader) noexcept : leader_(leader) {}
+  bool leader_;
+};
+
+class Barrier {
+ public:
+  // n callers per generation; n == 0 throws Error(errc::invalid_argument).
+  explicit Barrier(std::size_t n);
+  Barrier(const Barrier&) = delete;
+  Barrier& operator=(const Barrier&) = delete;
+  ~Barrier();
+
+  std::size_t parties() const noexcept { return n_; }
+
+  class [[nodiscard]] Wait {
+   public:
+    explicit Wait(Barrier& barrier) noexcept : barrier_(barrier) {}
+    Wait(const Wait&) = delete;
+    Wait& operator=(const Wait&) = delete;
+    // Before it is awaited only (e.g. moved into a timeout).
+    Wait(Wait&& other) noexcept : barrier_(other.barrier_) {}
+    ~Wait() {
+      if (queued_) barrier_.withdraw(&waiter_);
+    }
+
+    // Arriving needs the lock, so it happens in await_suspend.
+    bool await_ready() const noexcept { return false; }
+    bool await_suspend(std::coroutine_handle<> self) {
+      detail::TaskHeader* task = detail::suspend_current(self, &released, &waiter_);
+      waiter_.waker = detail::make_task_waker(task);
+      if (!barrier_.arrive(&waiter_)) {
+        queued_ = true;
+        return true;
+      }
+      // We completed the generation: leader, ready now. Our own waker is not
+      // needed (dropped here, outside the lock).
+      leader_ = true;
+      waiter_.waker.reset();
+      // Ready, but this poll's budget is spent: go round the queue once first.
+      if (detail::coop_try_consume()) return false;
+      detail::yield_current(self);
+      return true;
+    }
+    BarrierWaitResult await_resume() noexcept {
+      // Resumed only once released (the check) or as the leader: nothing of
+      // ours is left in the barrier.
+      queued_ = false;
+      return BarrierWaitResult(leader_);
+    }
+
+   private:
+    static bool released(void* waiter) noexcept {
+      // acquire: pairs with the releaser's store; see BarrierWaiter.
+      return static_cast<detail::BarrierWaiter*>(waiter)->released.load(std::memory_order_acquire);
+    }
+    Barrier& barrier_;
+    detail::BarrierWaiter waiter_;
+    bool queued_ = false;  // waiter_ was linked into the barrier
+    bool leader_ = false;
+  };
+
+  // Arrives and waits for the generation to complete; co_await gives the
+  // BarrierWaitResult.
+  Wait wait() noexcept { return Wait(*this); }
+
+  // Arrives and blocks the calling (non-runtime) thread until the generation
+  // completes.
+  BarrierWaitResult wait_blocking();
+
+ private:
+  // Counts the arrival of `waiter` (whose waker is set). True if it completed
+  // the generation (the waiter was not linked and the others are woken);
+  // false if it was linked to wait.
+  bool arrive(detail::BarrierWaiter* waiter) noexcept;
+  // A linked waiter's Wait is destroyed: unlink it and, if its generation is
+  // still open, take its arrival back.
+  void withdraw(detail::BarrierWaiter* waiter) noexcept;
+
+  const std::size_t n_;
+  detail::SpinLock lock_;
+  std::size_t arrived_ = 0;                               // guarded by lock_; < n_
+  std::uint64_t generation_ = 0;                          // guarded by lock_
+  detail::IntrusiveList<detail::BarrierWaiter> waiters_;  // guarded by lock_; front oldest
+};
+
+}  // namespace volt

@@ -1,0 +1,312 @@
+// CancellationToken: the tree of nodes, cancel, detach, and the waiters.
+//
+// A node (detail::CancelNode) is shared by a token and its copies. Fields and
+// who may touch them:
+//   cancelled  set once, under the node's lock (release store); read
+//              lock-free (acquire) or under the lock (relaxed: the lock
+//              orders it).
+//   parent     the node's lock guards it; changing it also needs the lock of
+//              the parent it points to (so a thread holding the parent's lock
+//              sees it stable).
+//   link       (the IntrusiveLink base) membership in parent->children:
+//              guarded by the parent's lock.
+//   children   guarded by the node's lock. G is in N.children exactly when
+//              G.parent == N (both changed together, under both locks).
+//   waiters    guarded by the node's lock.
+//   handles    CancellationToken copies; the last to go detaches the node.
+//   refs       memory: 1 for the handles together, 1 per child's parent
+//              link, 1 for the parent's children list while linked, plus
+//              short-lived ones (lock_parent, a canceller holding a popped
+//              child). The node is deleted at zero.
+//
+// Operations:
+//   child_token  under the parent's lock: if cancelled, the child is born
+//                cancelled and unattached; else linked into parent->children.
+//   cancel(R)    under R's lock: mark R cancelled (once; a second cancel
+//                returns), complete R's waiters (wakers moved out, `fired`
+//                published, woken after the unlock, in WakeList batches).
+//                Then, one child C at a time, under R's lock then C's: pop C,
+//                detach it (C.parent = null), and, unless C was already
+//                cancelled (its own cancel is walking its subtree), mark it
+//                cancelled and adopt its children into R.children (their
+//                parent becomes R). Unlock R, complete C's waiters under C's
+//                lock alone, relock R and go on until R.children is empty.
+//                The subtree is walked without recursion: grandchildren come
+//                back round as R's children.
+//   detach(N)    the last handle of N goes. Under N's parent's lock and N's
+//                (lock_parent): unlink N from its parent and hand N's
+//                children to that parent (so the grandparent still cancels
+//                them; a chain `t = t.child_token()` stays one link long).
+//                With no parent (a root, or a node a cancel detached): N's
+//                children become roots (nothing can cancel N any more).
+//   waiters      register under the node's lock unless cancelled; withdraw
+//                (destroyed operation) unlinks under the lock if still
+//                linked. Not linked means fired: the canceller unlinks and
+//                publishes in one critical section.
+//
+// Lock order, and why nothing deadlocks: a node's parent was created before
+// it, and a node's ancestors only ever shrink (adoption replaces a parent by
+// its parent; detaching clears it). So "X is or was an ancestor of Y" implies
+// X is older than Y. Every blocking lock() is taken while holding only locks
+// of nodes that are or were ancestors of the one being locked:
+//   cancel: R, then its child C, then C's children (R -> C -> G);
+//   detach: the parent P, then N, then N's children (P -> N -> G);
+//   lock_parent's slow path: unlock N, lock P, relock N (P is N's former or
+//   current parent).
+// Blocking acquisitions therefore always go from older to newer nodes, a
+// strict order: no cycle of waits. The one acquisition against it, taking
+// N's parent while holding N, is a try_lock, which never waits. Waiter locks
+// are the node locks themselves and never nest with anything else.
+//
+// Races considered:
+//   - cancel(R) vs the last handle of a child C going: detach(C) holds C,
+//     try_locks R (held by the canceller), unlocks C, waits for R. The
+//     canceller detaches C (parent = null) and adopts C's children; detach(C)
+//     then finds C.parent changed, retries with no parent, and finds C's
+//     children gone. The canceller's popped reference keeps C alive.
+//   - detach(C) under a cancelled R whose cancel is still walking: C is still
+//     in R.children, so the walk has not finished; the children C hands to R
+//     are walked too. (A finished walk left R.children empty, and a cancelled
+//     R takes no new children.)
+//   - cancel(R) vs cancel(C) for a child C: whoever marks C first walks C's
+//     subtree; the other only detaches C or returns.
+//   - cancel(R) vs child_token(C): under C's lock, either before C is marked
+//     (the new child is linked and adopted into the walk) or after (born
+//     cancelled).
+//   - A node is deleted only detached and empty: its handles are gone, so
+//     detach ran (no parent, children handed on) and nothing can add children
+//     or make it a parent again (adoption picks the parent of a parent, and
+//     it has no children).
+//   - A cancelled node keeps its parent link (only an ancestor's cancel
+//     detaches it); its children list is empty once its cancel finished.
+#include "volt/sync/cancellation_token.hpp"
+
+#include <mutex>
+
+#include "detail/thread_parker.hpp"
+#include "volt/detail/wake_list.hpp"
+
+namespace volt {
+
+using detail::CancelNode;
+using detail::CancelWaiter;
+
+namespace {
+
+void retain(CancelNode* node, std::size_t count = 1) noexcept {
+  // relaxed: the caller holds a reference already, or a lock that keeps one
+  // in place (a parent link under the child's lock); as shared_ptr's copy.
+  if (count != 0) node->refs.fetch_add(count, std::memory_order_relaxed);
+}
+
+void release(CancelNode* node, std::size_t count = 1) noexcept {
+  // acq_rel: the last holder must see every other holder's accesses before
+  // deleting (the same argument as shared_ptr). Deleting takes no lock and
+  // touches no other node (a node at zero is detached and empty).
+  if (count != 0 && node->refs.fetch_sub(count, std::memory_order_acq_rel) == count) delete node;
+}
+
+// Precondition: node->lock held, node cancelled. Completes every waiter and
+// unlocks. The lock may be dropped between batches: the node is cancelled,
+// so no waiter joins, and a withdrawing one finds itself linked or fired.
+void fire_waiters_and_unlock(CancelNode* node) noexcept {
+  detail::WakeList wakes;
+  while (CancelWaiter* waiter = node->waiters.pop_front()) {
+    wakes.push(std::move(waiter->waker));  // copy before publish
+    // release: pairs with the acquire in Cancelled::fired, withdraw and
+    // cancelled_blocking; after this store the waiter may be freed.
+    waiter->fired.store(true, std::memory_order_release);
+    if (wakes.full()) {
+      node->lock.unlock();
+      wakes.wake_all();
+      node->lock.lock();
+    }
+  }
+  node->lock.unlock();
+  wakes.wake_all();
+}
+
+void mark_cancelled(CancelNode* node) noexcept {
+  // release: pairs with the acquire in CancelNode::is_cancelled; the
+  // canceller's earlier writes are visible to whoever sees the flag.
+  node->cancelled.store(true, std::memory_order_release);
+}
+
+// Precondition: node->lock held. Returns node's parent locked, with one extra
+// reference for the caller to drop, and node still locked (re-taken if it had
+// to be dropped); or nullptr if node has no parent.
+CancelNode* lock_parent(CancelNode* node) noexcept {
+  for (;;) {
+    CancelNode* parent = node->parent;
+    if (!parent) return nullptr;
+    // node's link keeps parent alive while we hold node's lock; our own
+    // reference keeps it alive across the unlock below.
+    retain(parent);
+    if (parent->lock.try_lock()) return parent;  // against the order, but never waits
+    node->lock.unlock();
+    parent->lock.lock();  // older than node: in order
+    node->lock.lock();
+    if (node->parent == parent) return parent;
+    // Moved up or detached meanwhile: again, with the parent it has now.
+    parent->lock.unlock();
+    release(parent);
+  }
+}
+
+// The last handle of `node` is gone (the handles' reference is still held by
+// the caller).
+void detach(CancelNode* node) noexcept {
+  node->lock.lock();
+  std::size_t moved = 0;
+  if (CancelNode* parent = lock_parent(node)) {
+    parent->children.remove(node);  // the list's reference on node: dropped below
+    node->parent = nullptr;         // node's reference on parent: dropped below
+    // The parent takes node's children, so its cancel still reaches them.
+    // (A cancelled node has none left: see the top.)
+    while (CancelNode* child = node->children.pop_front()) {
+      child->lock.lock();  // parent -> node -> child: in order
+      child->parent = parent;
+      child->lock.unlock();
+      parent->children.push_back(child);  // the list's reference moves with it
+      ++moved;
+    }
+    retain(parent, moved);  // the moved children's links
+    parent->lock.unlock();
+    node->lock.unlock();
+    release(parent, 2);        // node's link, lock_parent's reference
+    release(node, moved + 1);  // the moved children's links, the parent's list
+    return;
+  }
+  // No parent: nothing can cancel node any more, so its children become
+  // roots.
+  while (CancelNode* child = node->children.pop_front()) {
+    child->lock.lock();  // node -> child: in order
+    child->parent = nullptr;
+    child->lock.unlock();
+    // The list's reference. Cannot be the last: a child still linked has a
+    // handle, or its own detach is under way and holds the handles' reference.
+    release(child);
+    ++moved;
+  }
+  node->lock.unlock();
+  release(node, moved);  // the children's links
+}
+
+}  // namespace
+
+namespace detail {
+
+bool cancel_node_register(CancelNode* node, CancelWaiter* waiter) noexcept {
+  std::lock_guard guard(node->lock);
+  // relaxed: under the lock, after the canceller's store made under it.
+  if (node->cancelled.load(std::memory_order_relaxed)) return false;
+  node->waiters.push_back(waiter);
+  return true;
+}
+
+void cancel_node_withdraw(CancelNode* node, CancelWaiter* waiter) noexcept {
+  // acquire: pairs with the canceller's release store; seen true, the
+  // canceller no longer touches the waiter.
+  if (waiter->fired.load(std::memory_order_acquire)) return;
+  std::lock_guard guard(node->lock);
+  node->waiters.remove(waiter);  // not linked: fired meanwhile
+}
+
+CancelNodeCounts inspect(const CancellationToken& token) {
+  CancelNode* node = token.node();
+  std::lock_guard guard(node->lock);
+  return {node->children.size(), node->waiters.size()};
+}
+
+}  // namespace detail
+
+CancellationToken::CancellationToken() : node_(new CancelNode) {}
+
+CancellationToken CancellationToken::child_token() const {
+  CancelNode* parent = node();
+  auto* child = new CancelNode;
+  std::lock_guard guard(parent->lock);
+  // relaxed: under the lock that ordered the canceller's store.
+  if (parent->cancelled.load(std::memory_order_relaxed)) {
+    // Born cancelled and unattached. relaxed: nobody else sees the child
+    // before the token is handed over (which synchronises by itself).
+    child->cancelled.store(true, std::memory_order_relaxed);
+  } else {
+    // relaxed: not yet shared.
+    child->refs.store(2, std::memory_order_relaxed);  // the handles, the parent's list
+    child->parent = parent;
+    retain(parent);  // the child's link
+    parent->children.push_back(child);
+  }
+  return CancellationToken(child);
+}
+
+void CancellationToken::drop_handle(CancelNode* node) noexcept {
+  // acq_rel: the last handle's detach must see what the other handles did
+  // (as shared_ptr's count).
+  if (node->handles.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  detach(node);
+  release(node);  // the handles' reference
+}
+
+void CancellationToken::cancel_tree(CancelNode* root) noexcept {
+  // The caller's handle keeps root (and its handles' reference) alive, so no
+  // release below can free it.
+  if (root->is_cancelled()) return;
+  root->lock.lock();
+  if (root->cancelled.load(std::memory_order_relaxed)) {  // relaxed: under the lock
+    root->lock.unlock();
+    return;  // another cancel got here first and walks the subtree
+  }
+  mark_cancelled(root);
+  fire_waiters_and_unlock(root);
+
+  root->lock.lock();
+  while (CancelNode* child = root->children.pop_front()) {
+    // The list's reference on child is ours now.
+    child->lock.lock();       // root -> child: in order
+    child->parent = nullptr;  // its reference on root: dropped below
+    // relaxed: under child's lock, which orders any earlier mark.
+    const bool fresh = !child->cancelled.load(std::memory_order_relaxed);
+    std::size_t adopted = 0;
+    if (fresh) {
+      mark_cancelled(child);
+      while (CancelNode* grandchild = child->children.pop_front()) {
+        grandchild->lock.lock();  // root -> child -> grandchild: in order
+        grandchild->parent = root;
+        grandchild->lock.unlock();
+        root->children.push_back(grandchild);  // the list's reference moves with it
+        ++adopted;
+      }
+    }
+    // Otherwise child's own cancel is walking its children: leave them.
+    retain(root, adopted);  // the adopted grandchildren's links
+    root->lock.unlock();
+    if (fresh) {
+      fire_waiters_and_unlock(child);
+    } else {
+      child->lock.unlock();
+    }
+    release(child, adopted + 1);  // the grandchildren's old links, the list's reference
+    release(root);                // child's link
+    root->lock.lock();
+  }
+  root->lock.unlock();
+}
+
+void CancellationToken::cancelled_blocking() const {
+  CancelNode* n = node();
+  if (detail::tls_context.scheduler)
+    throw Error(errc::blocking_in_runtime,
+                "CancellationToken::cancelled_blocking on a runtime thread");
+  if (n->is_cancelled()) return;
+  detail::ThreadParker& parker = detail::ThreadParker::current();
+  CancelWaiter waiter;
+  waiter.waker = parker.waker();
+  if (!detail::cancel_node_register(n, &waiter)) return;
+  // acquire: pairs with the canceller's release store of `fired`.
+  while (!waiter.fired.load(std::memory_order_acquire))
+    parker.park();
+}
+
+}  // namespace volt
