@@ -317,5 +317,57 @@ TEST_P(SemaphoreTest, ContendedAcquireReleaseWithRandomCancellationKeepsTheCount
   EXPECT_LE(max_inside.load(), 2) << "more permits held at once than exist";
 }
 
+// Waits for n permits, then holds them across a few suspensions: aborted
+// while it queues (with or without a partial grant), or while it holds.
+Task<void> victim(Semaphore* sem, std::uint64_t n, std::atomic<int>* inside,
+                  std::atomic<int>* max_inside) {
+  Expected<SemaphorePermit> p = co_await sem->acquire(n);
+  const int now = inside->fetch_add(static_cast<int>(n)) + static_cast<int>(n);
+  int seen = max_inside->load();
+  while (now > seen && !max_inside->compare_exchange_weak(seen, now)) {
+  }
+  inside->fetch_sub(static_cast<int>(n));
+  co_await volt::yield_now();
+  co_await volt::yield_now();
+}
+
+Task<std::uint64_t> abort_victims(Semaphore* sem, int rounds, std::uint64_t seed,
+                                  std::atomic<int>* inside, std::atomic<int>* max_inside) {
+  std::mt19937_64 rng(seed);
+  std::uint64_t cancelled = 0;
+  for (int i = 0; i < rounds; ++i) {
+    JoinHandle<void> h = volt::spawn(victim(sem, 1 + rng() % 2, inside, max_inside));
+    for (std::uint64_t k = rng() % 4; k > 0; --k)
+      co_await volt::yield_now();
+    h.abort();
+    try {
+      co_await h;
+    } catch (const Error& e) {
+      if (e.code() == code(errc::cancelled)) ++cancelled;
+    }
+  }
+  co_return cancelled;
+}
+
+TEST_P(SemaphoreTest, WaitersAbortedAtRandomAmidContentionKeepTheCount) {
+  Runtime rt = make_runtime(GetParam());
+  Semaphore sem(2);
+  std::atomic<int> inside{0};
+  std::atomic<int> max_inside{0};
+  std::atomic<std::uint64_t> done{0};
+  const int ops = static_cast<int>(scale(100'000));
+  std::vector<JoinHandle<void>> hs;
+  for (int t = 0; t < 8; ++t)
+    hs.push_back(rt.spawn(churn(&sem, ops, 99 + t, &inside, &max_inside, &done)));
+  auto killer =
+      rt.spawn(abort_victims(&sem, static_cast<int>(scale(20'000)), 7, &inside, &max_inside));
+  for (auto& h : hs)
+    h.join();
+  EXPECT_GT(killer.join(), 0u) << "no victim was aborted: the test exercised nothing";
+  EXPECT_EQ(done.load(), 8u);
+  EXPECT_EQ(sem.available_permits(), 2u) << "a permit was lost or duplicated";
+  EXPECT_LE(max_inside.load(), 2) << "more permits held at once than exist";
+}
+
 }  // namespace
 }  // namespace volt::test
