@@ -121,11 +121,14 @@ detail::Waker Notify::notify_locked(bool newest) noexcept {
   NotifyWaiter* waiter = ring_pop(waiters_, newest);
   detail::Waker waker = std::move(waiter->waker);  // before publishing (I3)
   if (ring_empty(waiters_)) {
-    // relaxed: WAITING -> EMPTY under the lock publishes nothing (a permit
-    // stored later carries its own release), and no lock-free transition
-    // can run from WAITING, so a plain store cannot overwrite one.
+    // No lock-free transition can run from WAITING, so a plain store cannot
+    // overwrite one. release, although WAITING -> EMPTY publishes nothing of
+    // ours: a plain store ends the release sequence of notify_waiters()'
+    // fetch_add, and a Notified whose acquire load reads this store must
+    // still see what that notify_waiters() caller wrote (we took the lock
+    // after it released it, so a release store carries that on).
     state_.store(with_phase(state_.load(std::memory_order_relaxed), kEmpty),
-                 std::memory_order_relaxed);
+                 std::memory_order_release);
   }
   // release: pairs with the owner's acquire load (Notified::woken,
   // notified_now); the waiter may be freed from here on.
@@ -240,8 +243,9 @@ void Notify::cancel(Notified& notified) noexcept {
     ring_unlink(&waiter);
     const std::uint64_t current = state_.load(std::memory_order_relaxed);
     if (ring_empty(waiters_) && phase(current) == kWaiting) {
-      // I1. relaxed: as in notify_locked.
-      state_.store(with_phase(current, kEmpty), std::memory_order_relaxed);
+      // I1. release: as in notify_locked (keeps notify_waiters()' writes
+      // visible through this store).
+      state_.store(with_phase(current, kEmpty), std::memory_order_release);
     }
   }
   old = std::move(waiter.waker);

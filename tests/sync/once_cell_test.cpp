@@ -319,6 +319,33 @@ TEST_P(OnceCellTest, CancelledInitialiserPassesTheTurnOn) {
   EXPECT_EQ(counters.live(), 0);
 }
 
+// The operation kept by the caller (an lvalue operand of timeout): when the
+// wait expires its initialiser is cancelled at once, so the turn passes on
+// instead of staying with a frame nobody can resume; awaiting it again
+// starts over and finds the value.
+Task<int> lvalue_operation_times_out(OnceCell<int>* cell, LifeCounters* counters) {
+  Gate endless;
+  auto op = cell->get_or_init([&] { return endless_init(Tracked(*counters, 1), &endless); });
+  Expected<const int&> first = co_await volt::timeout(20ms, op);
+  EXPECT_FALSE(first);
+  EXPECT_EQ(counters->live(), 0) << "the interrupted initialiser's frame is still alive";
+  std::atomic<int> runs{0};
+  // Another caller gets the turn (before the fix it waited for ever).
+  const int* other = co_await init_or_get(cell, &runs, 8);
+  EXPECT_EQ(runs.load(), 1);
+  const int& again = co_await op;  // starts over: the cell is set
+  EXPECT_EQ(&again, other);
+  co_return again;
+}
+
+TEST_P(OnceCellTest, AnInterruptedLvalueOperationGivesUpItsTurn) {
+  Runtime rt = make_runtime(GetParam());
+  LifeCounters counters;
+  OnceCell<int> cell;
+  EXPECT_EQ(rt.block_on(lvalue_operation_times_out(&cell, &counters)), 8);
+  EXPECT_EQ(counters.live(), 0);
+}
+
 Task<void> waiter_gives_up(OnceCell<int>* cell) {
   Gate gate;
   auto initialiser = volt::spawn(call_gated(cell, &gate, 1, false, 1));

@@ -122,6 +122,34 @@ TEST(SemaphoreFifo, WaitersAreServedInArrivalOrderWithPartialGrants) {
   EXPECT_EQ(sem.available_permits(), 0u);
 }
 
+// ---- an interrupted wait keeps its place ----
+
+Task<std::vector<int>> lvalue_acquire_keeps_its_place(Semaphore* sem) {
+  std::vector<int> order;
+  std::atomic<int> queued{0};
+  auto acquire = sem->acquire(1);
+  Expected<Expected<SemaphorePermit>> first = co_await volt::timeout(5ms, acquire);
+  EXPECT_FALSE(first) << "no permit was released yet";
+  // A later waiter queues behind the interrupted one.
+  auto later = volt::spawn(take_and_record(sem, 1, 2, &order, &queued));
+  co_await volt::yield_now();
+  sem->release(1);  // goes to the oldest waiter: the interrupted acquire
+  Expected<SemaphorePermit> permit = co_await acquire;
+  EXPECT_TRUE(permit);
+  order.push_back(1);
+  permit->forget();
+  sem->release(1);
+  co_await later;
+  co_return order;
+}
+
+TEST(SemaphoreInterrupted, AnLvalueAcquireKeepsItsPlaceAcrossATimeout) {
+  Runtime rt = Runtime::Builder::current_thread().build();
+  Semaphore sem(0);
+  EXPECT_EQ(rt.block_on(lvalue_acquire_keeps_its_place(&sem)), (std::vector<int>{1, 2}));
+  EXPECT_EQ(sem.available_permits(), 0u);
+}
+
 // ---- the cooperative budget ----
 
 // More acquisitions than one poll's budget (128): the loop must yield at

@@ -307,13 +307,16 @@ class [[nodiscard]] Notify::Notified {
 };
 
 inline Notify::Notified Notify::notified() noexcept {
-  // relaxed: only the call count matters here, and coherence on state_
-  // alone places this load against a notify_waiters() RMW. One that happens
-  // before this load is seen by it (write-read coherence): it does not cover
-  // this Notified. One that this load happens before is not seen (read-write
-  // coherence): the count differs later, and it does. A concurrent one may
-  // go either way, as the contract's "before the call" allows.
-  return Notified(*this, calls(state_.load(std::memory_order_relaxed)));
+  // acquire: pairs with notify_waiters()' release RMW. Coherence alone
+  // places this load against that RMW (one that happens before it is seen,
+  // and does not cover this Notified; one it happens before is not seen, and
+  // does), but the caller's next loads must not move above it: in
+  //   auto w = n.notified(); if (!flag.load(acquire)) co_await w;
+  // against `flag = true; n.notify_waiters();`, a relaxed load here could
+  // see the new count while the flag load, satisfied earlier on a weakly
+  // ordered CPU, sees false: w is not covered and nothing else wakes it.
+  // With acquire, seeing the new count means seeing the flag.
+  return Notified(*this, calls(state_.load(std::memory_order_acquire)));
 }
 
 }  // namespace volt

@@ -271,8 +271,12 @@ class [[nodiscard]] OnceCell<T>::GetOrInit {
   GetOrInit(const GetOrInit&) = delete;
   GetOrInit& operator=(const GetOrInit&) = delete;
 
-  // Set already: no frame, no wait.
-  bool await_ready() const noexcept { return cell_->initialized(); }
+  // Set already: no frame, no wait. A frame left from an interrupted await
+  // (see interrupted()) is cancelled first: awaiting again starts over.
+  bool await_ready() noexcept {
+    slow_ = {};
+    return cell_->initialized();
+  }
   void await_suspend(std::coroutine_handle<> self) {
     slow_ = cell_->initialize(f_);
     slow_.operator co_await().await_suspend(self);  // the poll loop runs it next
@@ -281,6 +285,12 @@ class [[nodiscard]] OnceCell<T>::GetOrInit {
     if (!slow_) return cell_->value_unchecked();
     return slow_.operator co_await().await_resume();  // rethrows f's exception
   }
+
+  // An lvalue operand of volt::timeout whose wait expired (Timeout calls
+  // this): the slow path's frame was suspended inside the timeout's branch,
+  // which is going away, so it is cancelled now (passing the turn to the
+  // next caller, if it held it) rather than left holding it.
+  void interrupted() noexcept { slow_ = {}; }
 
  private:
   OnceCell* cell_;
@@ -298,7 +308,10 @@ class [[nodiscard]] OnceCell<T>::GetOrTryInit {
   GetOrTryInit(const GetOrTryInit&) = delete;
   GetOrTryInit& operator=(const GetOrTryInit&) = delete;
 
-  bool await_ready() const noexcept { return cell_->initialized(); }
+  bool await_ready() noexcept {
+    slow_ = {};  // as GetOrInit's
+    return cell_->initialized();
+  }
   void await_suspend(std::coroutine_handle<> self) {
     slow_ = cell_->try_initialize(f_);
     slow_.operator co_await().await_suspend(self);
@@ -307,6 +320,8 @@ class [[nodiscard]] OnceCell<T>::GetOrTryInit {
     if (!slow_) return cell_->value_unchecked();
     return slow_.operator co_await().await_resume();
   }
+
+  void interrupted() noexcept { slow_ = {}; }  // as GetOrInit's
 
  private:
   OnceCell* cell_;

@@ -21,6 +21,9 @@
 //    constructor or release() that would take the count past kMaxPermits:
 //    volt::Error(errc::invalid_argument), nothing changed. acquire(0)
 //    succeeds at once with an empty permit.
+//  - An Acquire interrupted while it waits (an lvalue operand of a timeout
+//    that expired) keeps its place in the queue; the same task may await it
+//    again, or destroy it to leave the queue.
 //  - acquire() must be awaited in a runtime task; acquire_blocking() is for
 //    plain threads (errc::blocking_in_runtime on a runtime thread).
 //
@@ -162,6 +165,10 @@ class Semaphore {
 
     bool await_ready() {
       if (n_ > kMaxPermits) return true;  // await_resume reports it
+      // Awaited again while still queued: an lvalue operand of a timeout
+      // that expired keeps its place in the queue (as Tokio's `&mut fut`).
+      if (queued_) return waiter_.finished();
+      outcome_ = kPending;
       // The budget before the permit: a task whose poll budget is spent
       // yields holding nothing and takes the permit when it runs again
       // (retake_after_yield). Taking first and yielding with the permit held
@@ -185,6 +192,11 @@ class Semaphore {
         return true;
       }
       detail::TaskHeader* task = detail::suspend_current(self, &ready_check, this);
+      // Still queued from an interrupted await: the waker already names this
+      // task (only the task that first awaited may await it again), and a
+      // grant racing with this suspension leaves the task notified, so the
+      // check passes at the next poll.
+      if (queued_) return true;
       return register_waiter(task);
     }
     Expected<SemaphorePermit> await_resume() {

@@ -28,7 +28,9 @@
 //    Tokio's `&mut sleep` in a select loop), a JoinHandle's wait is withdrawn
 //    (the handle stays usable); a Task that timed out is destroyed (awaiting
 //    it again throws errc::invalid_handle: its frame was suspended inside the
-//    timeout and cannot be resumed elsewhere).
+//    timeout and cannot be resumed elsewhere); an operation with an
+//    `interrupted()` member (OnceCell::get_or_init) is told, and cancels the
+//    coroutine it was running.
 //  - A Timeout may be moved only before it is awaited, and awaited once; if
 //    that wait is interrupted (the awaiting co_await itself cancelled, e.g. by
 //    an outer timeout) the same task may await it again and it carries on
@@ -211,6 +213,11 @@ class [[nodiscard]] Timeout {
       // inside our branch, which is going away, so it can never be resumed
       // correctly. Destroy it; awaiting it again reports invalid_handle.
       if (branch_.started() && !branch_.done()) op() = OpType();
+    } else if constexpr (!kOwnsOp && requires(OpType & o) { o.interrupted(); }) {
+      // An operation that runs a coroutine chain of its own (e.g.
+      // OnceCell::get_or_init) is told, for the same reason: it cancels
+      // that chain, and awaiting it again starts over.
+      if (branch_.started() && !branch_.done()) op().interrupted();
     }
     branch_.reset();
     timer_.cancel();
