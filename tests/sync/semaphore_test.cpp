@@ -3,6 +3,7 @@
 // grants, cancellation giving grants back, close, the blocking form, bad
 // input, and a contended stress with random aborts (run under TSan in CI).
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -395,6 +396,39 @@ TEST_P(SemaphoreTest, WaitersAbortedAtRandomAmidContentionKeepTheCount) {
   EXPECT_EQ(done.load(), 8u);
   EXPECT_EQ(sem.available_permits(), 2u) << "a permit was lost or duplicated";
   EXPECT_LE(max_inside.load(), 2) << "more permits held at once than exist";
+}
+
+// ---- allocation ----
+
+// Holds n permits across a yield now and then, so that the others queue,
+// some of them partially granted (n == 2 on a semaphore of 3).
+Task<void> hold_and_yield(Semaphore* sem, std::uint64_t n, int rounds) {
+  for (int i = 0; i < rounds; ++i) {
+    Expected<SemaphorePermit> p = co_await sem->acquire(n);
+    if (i % 4 == 0) co_await volt::yield_now();
+  }
+}
+
+Task<std::uint64_t> contended_allocations(Semaphore* sem) {
+  auto round = [&]() -> Task<void> {
+    std::array<JoinHandle<void>, 8> hs;
+    for (std::size_t t = 0; t < hs.size(); ++t)
+      hs[t] = volt::spawn(hold_and_yield(sem, 1 + t % 2, 200));
+    for (auto& h : hs)
+      co_await h;
+  };
+  co_await round();  // warm-up: frame pools and task cells
+  const std::uint64_t before = heap_allocations();
+  co_await round();
+  co_return heap_allocations() - before;
+}
+
+TEST(SemaphoreAllocation, ContendedWaitingWithPartialGrantsDoesNotAllocate) {
+  if (kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
+  Runtime rt = Runtime::Builder().worker_threads(1).build();
+  Semaphore sem(3);
+  EXPECT_EQ(rt.block_on(contended_allocations(&sem)), 0u);
+  EXPECT_EQ(sem.available_permits(), 3u);
 }
 
 }  // namespace
