@@ -3,8 +3,10 @@
 // Spawns many thousands of tasks across the workers (a fan-out of fan-outs),
 // awaits their join handles, shows an exception and a cancellation travelling
 // through join handles, then timers (thousands of concurrent sleeps and how
-// late they fired, a timeout, an interval) and the blocking pool, and prints
-// what happened and the runtime's statistics.
+// late they fired, a timeout, an interval), the blocking pool and the
+// synchronisation primitives (a semaphore bounding concurrency, a mutex, a
+// barrier, a once-cell, a cancellation token), and prints what happened and
+// the runtime's statistics.
 //
 //   ./build/release/examples/volt_showcase [tasks] [workers]
 #include <algorithm>
@@ -12,7 +14,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -104,6 +108,102 @@ volt::Task<void> timers() {
   std::printf("  spawn_blocking returned %016llx\n", static_cast<unsigned long long>(value));
 }
 
+// A semaphore bounds how many of these run at once.
+volt::Task<void> bounded(volt::Semaphore* slots, std::atomic<int>* inside, std::atomic<int>* peak) {
+  volt::Expected<volt::SemaphorePermit> permit = co_await slots->acquire();
+  const int now = inside->fetch_add(1) + 1;
+  int seen = peak->load();
+  while (now > seen && !peak->compare_exchange_weak(seen, now)) {
+  }
+  co_await volt::sleep(milliseconds(1));
+  inside->fetch_sub(1);
+}
+
+volt::Task<void> count_words(volt::Mutex<std::map<std::string, int>>* words, int i) {
+  static const char* const kWords[] = {"async", "task", "waker", "permit"};
+  auto guard = co_await words->lock();
+  ++(*guard)[kWords[i % 4]];
+}
+
+volt::Task<int> phases(volt::Barrier* barrier, int rounds) {
+  int led = 0;
+  for (int i = 0; i < rounds; ++i) {
+    volt::BarrierWaitResult r = co_await barrier->wait();
+    led += r.is_leader() ? 1 : 0;
+  }
+  co_return led;
+}
+
+volt::Task<int> expensive_config(std::atomic<int>* runs) {
+  runs->fetch_add(1);
+  co_await volt::sleep(milliseconds(2));
+  co_return 8080;
+}
+
+volt::Task<int> config_port(volt::OnceCell<int>* config, std::atomic<int>* runs) {
+  co_return co_await config->get_or_init([runs] { return expensive_config(runs); });
+}
+
+volt::Task<void> until_cancelled(volt::CancellationToken token, std::atomic<int>* stopped) {
+  co_await token.cancelled();
+  stopped->fetch_add(1);
+}
+
+volt::Task<void> synchronisation() {
+  volt::Semaphore slots(4);
+  std::atomic<int> inside{0}, peak{0};
+  std::vector<volt::JoinHandle<void>> hs;
+  for (int i = 0; i < 100; ++i)
+    hs.push_back(volt::spawn(bounded(&slots, &inside, &peak)));
+  for (auto& h : hs)
+    co_await h;
+  std::printf("  Semaphore(4): 100 tasks, at most %d ran at once\n", peak.load());
+
+  volt::Mutex<std::map<std::string, int>> words;
+  hs.clear();
+  for (int i = 0; i < 1000; ++i)
+    hs.push_back(volt::spawn(count_words(&words, i)));
+  for (auto& h : hs)
+    co_await h;
+  {
+    auto guard = co_await words.lock();
+    std::printf("  Mutex<map>: 1000 tasks counted async=%d task=%d waker=%d permit=%d\n",
+                (*guard)["async"], (*guard)["task"], (*guard)["waker"], (*guard)["permit"]);
+  }
+
+  volt::Barrier barrier(4);
+  std::vector<volt::JoinHandle<int>> parties;
+  for (int i = 0; i < 4; ++i)
+    parties.push_back(volt::spawn(phases(&barrier, 10)));
+  int leaders = 0;
+  for (auto& p : parties)
+    leaders += co_await p;
+  std::printf("  Barrier(4): 4 tasks x 10 generations, %d leaders (one per generation)\n", leaders);
+
+  volt::OnceCell<int> config;
+  std::atomic<int> runs{0};
+  std::vector<volt::JoinHandle<int>> readers;
+  for (int i = 0; i < 16; ++i)
+    readers.push_back(volt::spawn(config_port(&config, &runs)));
+  int port = 0;
+  for (auto& r : readers)
+    port = co_await r;
+  std::printf("  OnceCell: 16 concurrent get_or_init, initialiser ran %d time(s), value %d\n",
+              runs.load(), port);
+
+  volt::CancellationToken shutdown;
+  std::atomic<int> stopped{0};
+  hs.clear();
+  for (int i = 0; i < 8; ++i)
+    hs.push_back(volt::spawn(until_cancelled(shutdown.child_token(), &stopped)));
+  co_await volt::sleep(milliseconds(1));
+  shutdown.cancel();
+  for (auto& h : hs)
+    co_await h;
+  std::printf("  CancellationToken: cancel() on the parent stopped %d tasks waiting on children\n",
+              stopped.load());
+}
+
 volt::Task<std::uint64_t> main_task(std::uint64_t tasks) {
   constexpr std::uint64_t kBatch = 1000;
   std::vector<volt::JoinHandle<std::uint64_t>> batches;
@@ -150,6 +250,8 @@ int main(int argc, char** argv) {
               elapsed.count());
   std::printf("time and the blocking pool:\n");
   rt.block_on(timers());
+  std::printf("synchronisation:\n");
+  rt.block_on(synchronisation());
 
   volt::RuntimeStats stats = rt.stats();
   std::printf(
