@@ -16,6 +16,9 @@
 //            into a WakeList, then publish `released` (release store). Wake
 //            after unlocking. When the WakeList is full, unlock, wake, relock
 //            and go on (below).
+//   re-await a Wait awaited again arrives nothing: once done it returns its
+//            result; still queued, it only re-records where its task resumes
+//            (same waker, same link), without the lock.
 //   withdraw a destroyed Wait, under the lock: if the waiter is still linked,
 //            unlink it, and if its generation is generation_ (still open)
 //            decrement arrived_. Not linked means released (unlink and
@@ -96,7 +99,9 @@ bool Barrier::arrive(BarrierWaiter* waiter) noexcept {
 
 void Barrier::withdraw(BarrierWaiter* waiter) noexcept {
   // acquire: pairs with the releaser's store. Seen true: released, and the
-  // releaser no longer touches the waiter.
+  // releaser no longer touches the waiter. Never stale: the waiter arrived
+  // once (a Wait never arrives again, see barrier.hpp), so true means this
+  // arrival was released.
   if (waiter->released.load(std::memory_order_acquire)) return;
   std::lock_guard guard(lock_);
   if (!waiters_.remove(waiter)) return;               // released since the load above

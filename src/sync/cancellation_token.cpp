@@ -2,47 +2,78 @@
 //
 // A node (detail::CancelNode) is shared by a token and its copies. Fields and
 // who may touch them:
-//   cancelled  set once, under the node's lock (release store); read
-//              lock-free (acquire) or under the lock (relaxed: the lock
-//              orders it).
+//   claimed    set once, under the node's lock, by the cancel that will mark
+//              the node: its own cancel(), or an ancestor's walk that popped
+//              it. Never cleared. Born-cancelled nodes are born claimed.
+//   cancelled  set once, under the node's lock (release store), after
+//              `claimed` and after every descendant's; read lock-free
+//              (acquire) or under the lock (relaxed: the lock orders it).
 //   parent     the node's lock guards it; changing it also needs the lock of
 //              the parent it points to (so a thread holding the parent's lock
 //              sees it stable).
 //   link       (the IntrusiveLink base) membership in parent->children:
-//              guarded by the parent's lock.
+//              guarded by the parent's lock. A walk borrows it for its list
+//              of claimed nodes, which are unattached (parent == null, so in
+//              no children list; nothing links them anywhere again).
 //   children   guarded by the node's lock. G is in N.children exactly when
 //              G.parent == N (both changed together, under both locks).
 //   waiters    guarded by the node's lock.
-//   handles    CancellationToken copies; the last to go detaches the node.
+//   handles    CancellationToken copies and Cancelled operations; the last
+//              to go detaches the node.
 //   refs       memory: 1 for the handles together, 1 per child's parent
-//              link, 1 for the parent's children list while linked, plus
-//              short-lived ones (lock_parent, a canceller holding a popped
-//              child). The node is deleted at zero.
+//              link, 1 for the parent's children list while linked (carried
+//              over by a walk's list), plus short-lived ones (lock_parent).
+//              The node is deleted at zero.
 //
 // Operations:
-//   child_token  under the parent's lock: if cancelled, the child is born
-//                cancelled and unattached; else linked into parent->children.
-//   cancel(R)    under R's lock: mark R cancelled (once; a second cancel
-//                returns), complete R's waiters (wakers moved out, `fired`
-//                published, woken after the unlock, in WakeList batches).
-//                Then, one child C at a time, under R's lock then C's: pop C,
-//                detach it (C.parent = null), and, unless C was already
-//                cancelled (its own cancel is walking its subtree), mark it
-//                cancelled and adopt its children into R.children (their
-//                parent becomes R). Unlock R, complete C's waiters under C's
-//                lock alone, relock R and go on until R.children is empty.
-//                The subtree is walked without recursion: grandchildren come
-//                back round as R's children.
+//   child_token  under the parent's lock: if claimed (being or already
+//                cancelled), the child is born cancelled and unattached;
+//                else linked into parent->children.
+//   cancel(R)    Marked already: return (its subtree is marked too). Claimed
+//                by another cancel (R's own, racing, or an ancestor's walk):
+//                wait until R is marked, then return. Otherwise claim R, then
+//                walk, one child C at a time, under R's lock then C's: pop C,
+//                detach it (C.parent = null); if C is claimed (only its own
+//                cancel can have claimed a node still attached: a walk
+//                unattaches what it claims), unlock and wait until C is
+//                marked; else claim C, adopt its children into R.children
+//                (their parent becomes R) and push C on the front of the
+//                walk's list. Unlock R between children. The subtree is
+//                walked without recursion: grandchildren come back round as
+//                R's children. When R.children is empty it stays empty (R is
+//                claimed: no child joins it, and only this walk adopts into
+//                it). Then, for each node of the list from the front (the
+//                most recently claimed first, so descendants before
+//                ancestors): under its lock mark it and complete its waiters
+//                (wakers moved out, `fired` published, woken after the
+//                unlock, in WakeList batches). R last.
 //   detach(N)    the last handle of N goes. Under N's parent's lock and N's
 //                (lock_parent): unlink N from its parent and hand N's
 //                children to that parent (so the grandparent still cancels
 //                them; a chain `t = t.child_token()` stays one link long).
-//                With no parent (a root, or a node a cancel detached): N's
-//                children become roots (nothing can cancel N any more).
-//   waiters      register under the node's lock unless cancelled; withdraw
+//                With no parent (a root, or a node a walk claimed): N's
+//                children become roots (nothing can cancel N any more; a
+//                claimed node has none left).
+//   waiters      register under the node's lock unless marked (a claimed
+//                node's waiters are completed when it is marked); withdraw
 //                (destroyed operation) unlinks under the lock if still
 //                linked. Not linked means fired: the canceller unlinks and
 //                publishes in one critical section.
+//
+// Descendants before ancestors: a node D is a descendant of a claimed X only
+// if it was in X's subtree when X was claimed (X takes no children after). A
+// walk claims D after X (D reaches the walk's children only once X's children
+// were adopted) and so marks it before X; a D claimed by its own cancel is
+// marked before the walk goes past it (the walk waits). The marks are release
+// stores, and each waiter's acquire of D's mark precedes its own mark, so a
+// thread that acquires X's mark sees D's.
+//
+// Waiting, and why it ends: a cancel waits only for a node claimed by another
+// cancel, with no lock held. A plain cancel() caller that waits walks nothing
+// and holds nothing. A walk waits only for a child claimed by that child's own
+// cancel; waits between walks therefore go from a node to a newer one (a
+// child is newer than its parent, see below), so they form no cycle, and
+// every walk ends.
 //
 // Lock order, and why nothing deadlocks: a node's parent was created before
 // it, and a node's ancestors only ever shrink (adoption replaces a parent by
@@ -63,25 +94,27 @@
 //     try_locks R (held by the canceller), unlocks C, waits for R. The
 //     canceller detaches C (parent = null) and adopts C's children; detach(C)
 //     then finds C.parent changed, retries with no parent, and finds C's
-//     children gone. The canceller's popped reference keeps C alive.
-//   - detach(C) under a cancelled R whose cancel is still walking: C is still
-//     in R.children, so the walk has not finished; the children C hands to R
-//     are walked too. (A finished walk left R.children empty, and a cancelled
-//     R takes no new children.)
-//   - cancel(R) vs cancel(C) for a child C: whoever marks C first walks C's
-//     subtree; the other only detaches C or returns.
-//   - cancel(R) vs child_token(C): under C's lock, either before C is marked
+//     children gone. The walk's reference keeps C alive until C is marked.
+//   - detach(C) under a claimed R whose walk is still going: C is still in
+//     R.children, so the walk has not finished; the children C hands to R
+//     are walked too. (A finished walk left R.children empty, and a claimed R
+//     takes no new children.)
+//   - cancel(R) vs cancel(C) for a child C: whoever claims C first has it
+//     marked (C's own walk, or R's); the other waits until C is marked, so
+//     both return with C's subtree marked.
+//   - cancel(R) vs child_token(C): under C's lock, either before C is claimed
 //     (the new child is linked and adopted into the walk) or after (born
 //     cancelled).
 //   - A node is deleted only detached and empty: its handles are gone, so
 //     detach ran (no parent, children handed on) and nothing can add children
 //     or make it a parent again (adoption picks the parent of a parent, and
 //     it has no children).
-//   - A cancelled node keeps its parent link (only an ancestor's cancel
-//     detaches it); its children list is empty once its cancel finished.
+//   - A node marked by its own cancel keeps its parent link (only an
+//     ancestor's walk detaches it); a marked node's children list is empty.
 #include "volt/sync/cancellation_token.hpp"
 
 #include <mutex>
+#include <thread>
 
 #include "detail/thread_parker.hpp"
 #include "volt/detail/wake_list.hpp"
@@ -127,9 +160,20 @@ void fire_waiters_and_unlock(CancelNode* node) noexcept {
 }
 
 void mark_cancelled(CancelNode* node) noexcept {
-  // release: pairs with the acquire in CancelNode::is_cancelled; the
-  // canceller's earlier writes are visible to whoever sees the flag.
+  // release: pairs with the acquire in CancelNode::is_cancelled and
+  // wait_marked; the canceller's earlier writes, the marks of the node's
+  // descendants among them, are visible to whoever sees the flag.
   node->cancelled.store(true, std::memory_order_release);
+}
+
+// `node` is claimed by another cancel: waits, holding no lock, until that
+// cancel marks it (after its subtree). Each wait is for a walk that never
+// waits for the waiter (see the top).
+void wait_marked(CancelNode* node) noexcept {
+  // acquire: pairs with the release store in mark_cancelled; the subtree's
+  // marks, made before, are visible after.
+  while (!node->cancelled.load(std::memory_order_acquire))
+    std::this_thread::yield();
 }
 
 // Precondition: node->lock held. Returns node's parent locked, with one extra
@@ -162,7 +206,7 @@ void detach(CancelNode* node) noexcept {
     parent->children.remove(node);  // the list's reference on node: dropped below
     node->parent = nullptr;         // node's reference on parent: dropped below
     // The parent takes node's children, so its cancel still reaches them.
-    // (A cancelled node has none left: see the top.)
+    // (A claimed node has none left: see the top.)
     while (CancelNode* child = node->children.pop_front()) {
       child->lock.lock();  // parent -> node -> child: in order
       child->parent = parent;
@@ -226,10 +270,12 @@ CancellationToken CancellationToken::child_token() const {
   CancelNode* parent = node();
   auto* child = new CancelNode;
   std::lock_guard guard(parent->lock);
-  // relaxed: under the lock that ordered the canceller's store.
-  if (parent->cancelled.load(std::memory_order_relaxed)) {
-    // Born cancelled and unattached. relaxed: nobody else sees the child
-    // before the token is handed over (which synchronises by itself).
+  if (parent->claimed) {
+    // Being or already cancelled: born cancelled and unattached (the walk
+    // has taken, or will not look at, the parent's children). relaxed:
+    // nobody else sees the child before the token is handed over (which
+    // synchronises by itself).
+    child->claimed = true;
     child->cancelled.store(true, std::memory_order_relaxed);
   } else {
     // relaxed: not yet shared.
@@ -252,46 +298,64 @@ void CancellationToken::drop_handle(CancelNode* node) noexcept {
 void CancellationToken::cancel_tree(CancelNode* root) noexcept {
   // The caller's handle keeps root (and its handles' reference) alive, so no
   // release below can free it.
-  if (root->is_cancelled()) return;
+  if (root->is_cancelled()) return;  // marked after its subtree: all done
   root->lock.lock();
-  if (root->cancelled.load(std::memory_order_relaxed)) {  // relaxed: under the lock
+  if (root->claimed) {
     root->lock.unlock();
-    return;  // another cancel got here first and walks the subtree
+    wait_marked(root);  // another cancel claimed it first and finishes it
+    return;
   }
-  mark_cancelled(root);
-  fire_waiters_and_unlock(root);
+  root->claimed = true;
 
-  root->lock.lock();
+  // Claim the subtree. `claimed` holds each claimed node with the reference
+  // its parent's list had, most recent first.
+  detail::IntrusiveList<CancelNode> claimed;
   while (CancelNode* child = root->children.pop_front()) {
     // The list's reference on child is ours now.
     child->lock.lock();       // root -> child: in order
     child->parent = nullptr;  // its reference on root: dropped below
-    // relaxed: under child's lock, which orders any earlier mark.
-    const bool fresh = !child->cancelled.load(std::memory_order_relaxed);
-    std::size_t adopted = 0;
-    if (fresh) {
-      mark_cancelled(child);
-      while (CancelNode* grandchild = child->children.pop_front()) {
-        grandchild->lock.lock();  // root -> child -> grandchild: in order
-        grandchild->parent = root;
-        grandchild->lock.unlock();
-        root->children.push_back(grandchild);  // the list's reference moves with it
-        ++adopted;
-      }
-    }
-    // Otherwise child's own cancel is walking its children: leave them.
-    retain(root, adopted);  // the adopted grandchildren's links
-    root->lock.unlock();
-    if (fresh) {
-      fire_waiters_and_unlock(child);
-    } else {
+    if (child->claimed) {
+      // Its own cancel is walking it (a walk unattaches what it claims):
+      // wait for it, with no lock held, so that we return with it done.
       child->lock.unlock();
+      root->lock.unlock();
+      wait_marked(child);
+      release(child);  // the list's reference
+      release(root);   // child's link
+      root->lock.lock();
+      continue;
     }
-    release(child, adopted + 1);  // the grandchildren's old links, the list's reference
-    release(root);                // child's link
+    child->claimed = true;
+    std::size_t adopted = 0;
+    while (CancelNode* grandchild = child->children.pop_front()) {
+      grandchild->lock.lock();  // root -> child -> grandchild: in order
+      grandchild->parent = root;
+      grandchild->lock.unlock();
+      root->children.push_back(grandchild);  // the list's reference moves with it
+      ++adopted;
+    }
+    retain(root, adopted);  // the adopted grandchildren's links
+    child->lock.unlock();
+    claimed.push_front(child);  // unattached: its link is free
+    root->lock.unlock();        // let others in between children
+    release(child, adopted);    // the grandchildren's old links
+    release(root);              // child's link
     root->lock.lock();
   }
-  root->lock.unlock();
+  // root->children is empty and stays so (root is claimed: see the top).
+  if (!claimed.empty()) {
+    root->lock.unlock();
+    // Descendants before ancestors: the most recently claimed first.
+    while (CancelNode* node = claimed.pop_front()) {
+      node->lock.lock();
+      mark_cancelled(node);
+      fire_waiters_and_unlock(node);
+      release(node);  // the reference its parent's list had
+    }
+    root->lock.lock();
+  }
+  mark_cancelled(root);  // last: after every descendant
+  fire_waiters_and_unlock(root);
 }
 
 void CancellationToken::cancelled_blocking() const {

@@ -2,8 +2,10 @@
 // src/sync/barrier.cpp): exactly one leader per generation, generations kept
 // apart under contention (exact per-generation counts, run under TSan in CI),
 // n == 1, Barrier(0), generations larger than a WakeList batch, cancellation
-// withdrawing the arrival (also under random timeouts), the blocking form,
-// and no heap allocation while tasks wait.
+// withdrawing the arrival (also under random timeouts), re-awaiting one Wait
+// (after completion: the same result at once; while queued after a timeout:
+// one arrival, only by its task; timeout loops racing the release), the
+// blocking form, and no heap allocation while tasks wait.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -222,6 +224,89 @@ TEST_P(BarrierTest, RandomCancellationKeepsTheCountExact) {
     EXPECT_FALSE(p.join());
 }
 
+// After the re-await tests: the barrier's count is back at zero (n == 2): a
+// fresh arrival waits, the next one completes the generation and leads.
+void expect_empty_two_party_barrier(Runtime& rt, Barrier* barrier) {
+  auto probe = rt.spawn(wait_once(barrier));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(probe.is_finished()) << "an arrival too many stayed counted";
+  EXPECT_TRUE(rt.block_on(wait_once(barrier))) << "the count was off";
+  EXPECT_FALSE(probe.join());
+}
+
+// A completed Wait awaited again gives the same result at once (as a
+// completed future) and does not arrive again. `lead`: whether this task's
+// arrival is the one that completes the generation.
+Task<int> reawait_after_completion(Barrier* barrier, bool lead) {
+  auto w = barrier->wait();
+  JoinHandle<bool> partner = volt::spawn(wait_once(barrier));
+  if (lead) co_await volt::sleep(5ms);  // the partner arrives first
+  BarrierWaitResult first = co_await w;
+  const bool partner_led = co_await partner;
+  if (first.is_leader() == partner_led) co_return -1;
+  Expected<BarrierWaitResult> again = co_await volt::timeout(0ms, w);  // ready at once
+  if (!again || again->is_leader() != first.is_leader()) co_return -2;
+  BarrierWaitResult third = co_await w;
+  if (third.is_leader() != first.is_leader()) co_return -3;
+  co_return 1;
+}
+
+TEST_P(BarrierTest, ACompletedWaitReawaitedGivesTheSameResultAtOnce) {
+  Runtime rt = make_runtime(GetParam());
+  Barrier barrier(2);
+  for (bool lead : {false, true}) {
+    EXPECT_EQ(rt.block_on(reawait_after_completion(&barrier, lead)), 1) << "lead " << lead;
+    expect_empty_two_party_barrier(rt, &barrier);
+  }
+}
+
+// One Wait kept across timeouts (an lvalue operand stays registered, as
+// Tokio's `&mut fut` in a select loop): it arrives once, and the partner's
+// arrival completes the generation with it.
+Task<int> timeouts_then_release(Barrier* barrier) {
+  auto w = barrier->wait();
+  for (int i = 0; i < 3; ++i) {
+    Expected<BarrierWaitResult> r = co_await volt::timeout(2ms, w);
+    if (r) co_return -1;  // a second arrival of ours would have completed it
+  }
+  JoinHandle<bool> partner = volt::spawn(wait_once(barrier));
+  BarrierWaitResult mine = co_await w;
+  const bool partner_led = co_await partner;
+  if (mine.is_leader() || !partner_led) co_return -2;
+  co_return 1;
+}
+
+TEST_P(BarrierTest, AWaitKeptAcrossTimeoutsArrivesOnce) {
+  Runtime rt = make_runtime(GetParam());
+  Barrier barrier(2);
+  EXPECT_EQ(rt.block_on(timeouts_then_release(&barrier)), 1);
+  expect_empty_two_party_barrier(rt, &barrier);
+}
+
+// A queued Wait holds its task's waker: another task may not pick it up.
+TEST_P(BarrierTest, OnlyTheFirstTaskMayReawaitAQueuedWait) {
+  Runtime rt = make_runtime(GetParam());
+  Barrier barrier(2);
+  {
+    Barrier::Wait w = barrier.wait();
+    auto first = [](Barrier::Wait* op) -> Task<int> {
+      co_return (co_await volt::timeout(1ms, *op)) ? 1 : 0;
+    };
+    auto other = [](Barrier::Wait* op) -> Task<std::error_code> {
+      std::error_code ec;
+      try {
+        (void)co_await *op;
+      } catch (const Error& e) {
+        ec = e.code();
+      }
+      co_return ec;
+    };
+    EXPECT_EQ(rt.block_on(first(&w)), 0);  // timed out, still queued
+    EXPECT_EQ(rt.block_on(other(&w)), code(errc::invalid_handle));
+  }  // withdrawn
+  expect_empty_two_party_barrier(rt, &barrier);
+}
+
 // ---- blocking form ----
 
 TEST(BarrierBlocking, PlainThreadsAndTasksMeet) {
@@ -243,6 +328,37 @@ TEST(BarrierBlocking, PlainThreadsAndTasksMeet) {
     co_return volt_error_of([&] { (void)b->wait_blocking(); });
   }(&barrier));
   EXPECT_EQ(h.join(), code(errc::blocking_in_runtime));
+}
+
+// A loop of timeouts over one Wait races the partner's arrival from another
+// worker: one arrival per Wait, one leader per generation, and the re-awaits
+// never touch the waker outside the lock (TSan).
+TEST(BarrierStress, TimeoutLoopsOverOneWaitRaceTheRelease) {
+  Runtime rt = Runtime::Builder().worker_threads(2).build();
+  Barrier barrier(2);
+  const int rounds = static_cast<int>(scale(1'000));
+  for (int round = 0; round < rounds; ++round) {
+    auto looper = [](Barrier* b, std::uint64_t seed) -> Task<bool> {
+      std::mt19937_64 rng(seed);
+      auto w = b->wait();
+      for (;;) {
+        Expected<BarrierWaitResult> r =
+            co_await volt::timeout(std::chrono::microseconds(rng() % 40), w);
+        if (r) co_return r->is_leader();
+      }
+    };
+    auto partner = [](Barrier* b, int spins) -> Task<bool> {
+      for (int i = 0; i < spins; ++i)
+        co_await volt::yield_now();
+      co_return (co_await b->wait()).is_leader();
+    };
+    auto a = rt.spawn(looper(&barrier, 11 + round));
+    auto b = rt.spawn(partner(&barrier, round % 7 * 20));
+    const bool a_led = a.join();
+    const bool b_led = b.join();
+    ASSERT_NE(a_led, b_led) << "round " << round << ": exactly one leader";
+  }
+  expect_empty_two_party_barrier(rt, &barrier);
 }
 
 // ---- allocation ----

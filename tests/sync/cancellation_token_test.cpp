@@ -3,9 +3,13 @@
 // cancelled token is ready at once, the tree (children cancelled with their
 // parent and not the other way round, born-cancelled children, deep and
 // re-parented trees, dropped children unlinked), cancelled() inside a
-// timeout, the drop guard, the blocking form, bad input, a stress of cancel
-// racing child creation and destruction (run under TSan in CI), and no heap
-// allocation while tasks wait.
+// timeout, one cancelled() kept across timeouts (registered once, re-awaited
+// only by its task, immediate after completion), cancelled() of a temporary
+// child token, the drop guard, the blocking form, bad input, stresses (cancel
+// racing child creation and destruction, timeout loops racing the cancel,
+// descendants cancelled before their ancestors, concurrent cancels of a node
+// and its ancestor; run under TSan in CI), and no heap allocation while tasks
+// wait.
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -235,6 +239,87 @@ TEST_P(CancellationTokenTest, CancelledInsideATimeout) {
   EXPECT_EQ(rt.block_on(cancelled_with_timeout(&token, 0ms)), 1) << "ready beats the deadline";
 }
 
+// One cancelled() kept across timeouts (an lvalue operand stays registered,
+// as Tokio's `&mut fut` in a select loop): each re-await keeps the single
+// registration, the cancel completes it, and awaiting it once more after it
+// completed is immediate.
+Task<int> timeouts_then_cancel(CancellationToken* token) {
+  CancellationToken::Cancelled c = token->cancelled();
+  for (int i = 0; i < 3; ++i) {
+    Expected<void> r = co_await volt::timeout(2ms, c);
+    if (r) co_return -1;
+    if (detail::inspect(*token).waiters != 1) co_return -2;  // registered once
+  }
+  JoinHandle<void> canceller = volt::spawn(cancel_later(*token, 2ms));
+  co_await c;  // the same registration, completed by the cancel
+  co_await canceller;
+  if (detail::inspect(*token).waiters != 0) co_return -3;
+  co_await c;  // completed: at once
+  Expected<void> again = co_await volt::timeout(0ms, c);
+  co_return again ? 1 : -4;
+}
+
+TEST_P(CancellationTokenTest, ACancelledKeptAcrossTimeoutsRegistersOnce) {
+  Runtime rt = make_runtime(GetParam());
+  CancellationToken token;
+  EXPECT_EQ(rt.block_on(timeouts_then_cancel(&token)), 1);
+  EXPECT_EQ(detail::inspect(token).waiters, 0u);
+}
+
+// A queued operation holds its task's waker: another task may not pick it up.
+TEST_P(CancellationTokenTest, OnlyTheFirstTaskMayReawaitAQueuedCancelled) {
+  Runtime rt = make_runtime(GetParam());
+  CancellationToken token;
+  CancellationToken::Cancelled c = token.cancelled();
+  auto first = [](CancellationToken::Cancelled* op) -> Task<int> {
+    co_return (co_await volt::timeout(1ms, *op)) ? 1 : 0;
+  };
+  auto other = [](CancellationToken::Cancelled* op) -> Task<std::error_code> {
+    std::error_code ec;
+    try {
+      co_await *op;
+    } catch (const Error& e) {
+      ec = e.code();
+    }
+    co_return ec;
+  };
+  EXPECT_EQ(rt.block_on(first(&c)), 0);  // timed out, still queued
+  EXPECT_EQ(rt.block_on(other(&c)), code(errc::invalid_handle));
+  EXPECT_EQ(detail::inspect(token).waiters, 1u);
+  token.cancel();
+  EXPECT_EQ(rt.block_on(other(&c)), std::error_code()) << "completed: anyone may see it";
+}
+
+// `tok.child_token().cancelled()`: the operation keeps the temporary child
+// alive and attached, so the parent's cancel still reaches it.
+Task<int> cancelled_of_a_temporary_child(CancellationToken* token) {
+  auto c = token->child_token().cancelled();
+  JoinHandle<void> canceller = volt::spawn(cancel_later(*token, 2ms));
+  Expected<void> r = co_await volt::timeout(kNotHung, c);
+  co_await canceller;
+  co_return r ? 1 : 0;
+}
+
+TEST_P(CancellationTokenTest, CancelledOfATemporaryChildToken) {
+  Runtime rt = make_runtime(GetParam());
+  CancellationToken token;
+  EXPECT_EQ(rt.block_on(cancelled_of_a_temporary_child(&token)), 1);
+  EXPECT_EQ(detail::inspect(token).children, 0u);
+  // Of a cancelled token: born cancelled, ready.
+  EXPECT_EQ(rt.block_on([](CancellationToken* t) -> Task<int> {
+    auto c = t->child_token().cancelled();
+    co_await c;
+    co_return 1;
+  }(&token)),
+            1);
+  CancellationToken live;
+  {
+    auto c = live.child_token().cancelled();
+    EXPECT_EQ(detail::inspect(live).children, 1u) << "the operation keeps the child attached";
+  }
+  EXPECT_EQ(detail::inspect(live).children, 0u) << "unlinked when the operation goes";
+}
+
 TEST(CancellationTokenGuard, CancelsWhenDroppedUnlessDisarmed) {
   CancellationToken token;
   { auto guard = token.drop_guard(); }
@@ -391,6 +476,123 @@ TEST(CancellationTokenStress, ConcurrentCancelsOfParentAndChildren) {
       h.join();
     EXPECT_EQ(woken.load(), 8);
     EXPECT_EQ(detail::inspect(root).children, 0u);
+  }
+}
+
+// A loop of timeouts over one cancelled() races the cancel from another
+// thread: the re-awaits never register twice nor touch the waker outside the
+// lock (TSan), and the loop ends.
+TEST(CancellationTokenStress, TimeoutLoopsOverOneCancelledRaceTheCancel) {
+  Runtime rt = Runtime::Builder().worker_threads(2).build();
+  const int rounds = static_cast<int>(scale(1'000));
+  for (int round = 0; round < rounds; ++round) {
+    CancellationToken token;
+    auto looper = [](CancellationToken* t, std::uint64_t seed) -> Task<int> {
+      std::mt19937_64 rng(seed);
+      CancellationToken::Cancelled c = t->cancelled();
+      int timeouts = 0;
+      while (!co_await volt::timeout(std::chrono::microseconds(rng() % 40), c))
+        ++timeouts;
+      co_return timeouts;
+    };
+    auto h = rt.spawn(looper(&token, 7 + round));
+    std::this_thread::sleep_for(std::chrono::microseconds(round % 5 * 60));
+    token.cancel();
+    EXPECT_GE(h.join(), 0);
+    EXPECT_EQ(detail::inspect(token).waiters, 0u);
+  }
+}
+
+// A node's descendants are cancelled before it: a task woken by the parent's
+// cancelled() finds the whole subtree cancelled (the subtree is wide so that
+// the walk takes a while).
+TEST(CancellationTokenStress, WokenParentWaitersSeeTheWholeSubtreeCancelled) {
+  Runtime rt = Runtime::Builder().worker_threads(2).build();
+  const int rounds = static_cast<int>(scale(200));
+  for (int round = 0; round < rounds; ++round) {
+    CancellationToken parent;
+    std::vector<CancellationToken> subtree;
+    for (int i = 0; i < 64; ++i) {
+      subtree.push_back(parent.child_token());
+      subtree.push_back(subtree.back().child_token());
+      subtree.push_back(subtree.back().child_token());
+    }
+    auto watcher = [](CancellationToken* p, std::vector<CancellationToken>* all) -> Task<int> {
+      co_await p->cancelled();
+      int missed = 0;
+      for (const CancellationToken& t : *all)
+        missed += t.is_cancelled() ? 0 : 1;
+      co_return missed;
+    };
+    std::vector<JoinHandle<int>> hs;
+    for (int w = 0; w < 2; ++w)
+      hs.push_back(rt.spawn(watcher(&parent, &subtree)));
+    ASSERT_TRUE(wait_until([&] { return detail::inspect(parent).waiters == 2; }));
+    parent.cancel();
+    for (auto& h : hs)
+      ASSERT_EQ(h.join(), 0) << "round " << round << ": woken before a descendant was cancelled";
+  }
+}
+
+// The same seen through is_cancelled(): a thread that sees the parent
+// cancelled sees every descendant cancelled.
+TEST(CancellationTokenStress, SeeingATokenCancelledMeansItsSubtreeIs) {
+  const int rounds = static_cast<int>(scale(200));
+  for (int round = 0; round < rounds; ++round) {
+    CancellationToken parent;
+    std::vector<CancellationToken> subtree;
+    for (int i = 0; i < 64; ++i) {
+      subtree.push_back(parent.child_token());
+      subtree.push_back(subtree.back().child_token());
+    }
+    std::atomic<bool> ready{false};
+    int missed = 0;
+    std::thread watcher([&] {
+      ready.store(true);
+      while (!parent.is_cancelled()) {
+      }
+      for (const CancellationToken& t : subtree)
+        missed += t.is_cancelled() ? 0 : 1;
+    });
+    while (!ready.load()) {
+    }
+    parent.cancel();
+    watcher.join();
+    ASSERT_EQ(missed, 0) << "round " << round;
+  }
+}
+
+// cancel() of a middle node racing cancel() of its ancestor: each returns only
+// once the middle node's whole subtree is cancelled, whoever walks it.
+TEST(CancellationTokenStress, ConcurrentCancelsOfANodeAndItsAncestorBothFinish) {
+  const int rounds = static_cast<int>(scale(2'000));
+  for (int round = 0; round < rounds; ++round) {
+    CancellationToken root;
+    CancellationToken mid = root.child_token();
+    std::vector<CancellationToken> below;  // mid's descendants
+    for (int i = 0; i < 16; ++i) {
+      below.push_back(mid.child_token());
+      CancellationToken child = below.back();
+      below.push_back(child.child_token());
+      below.push_back(below.back().child_token());
+    }
+    std::atomic<int> go{0};
+    auto missed_after = [&](CancellationToken* t) {
+      go.fetch_add(1);
+      while (go.load() < 2) {
+      }
+      t->cancel();
+      int missed = 0;
+      for (const CancellationToken& b : below)
+        missed += b.is_cancelled() ? 0 : 1;
+      return missed;
+    };
+    int missed_root = 0;
+    std::thread a([&] { missed_root = missed_after(round % 2 ? &root : &mid); });
+    const int missed_mid = missed_after(round % 2 ? &mid : &root);
+    a.join();
+    ASSERT_EQ(missed_root, 0) << "round " << round;
+    ASSERT_EQ(missed_mid, 0) << "round " << round;
   }
 }
 

@@ -23,6 +23,15 @@
 //    simply dropped. Tokio's Barrier::wait does not define this; we choose
 //    withdrawal so that a timed-out waiter does not complete a generation it
 //    no longer takes part in.
+//  - A timeout (or select) holding the Wait as an lvalue operand leaves it
+//    queued, its arrival counted, when the timeout fires (the operand is the
+//    caller's, as Tokio's `&mut fut` in a select loop); the usual
+//    `timeout(d, barrier.wait())` destroys it and so withdraws.
+//  - Awaiting a Wait again: once it completed, it gives the same
+//    BarrierWaitResult at once, like a completed future, without arriving
+//    again (a new arrival is a new wait()). If its wait was interrupted while
+//    it still waited (the lvalue case above), the same task may await it
+//    again and it keeps its one arrival.
 //  - Released waiters resume on whichever worker the scheduler picks; the
 //    leader carries on where it arrived (after a yield if its cooperative
 //    budget is spent).
@@ -32,14 +41,19 @@
 //  - Bad input: Barrier(0) throws volt::Error(errc::invalid_argument) (Tokio
 //    treats 0 as 1; we prefer a clear error). Destroying the barrier while a
 //    caller waits on it is a contract violation (undefined behaviour), as for
-//    every primitive whose waiters live outside it.
+//    every primitive whose waiters live outside it. A Wait may be moved only
+//    before it is awaited. Re-awaiting a Wait that still waits from a task
+//    other than the one that first awaited it (its waker is that task's)
+//    throws volt::Error(errc::invalid_handle).
 //
 // Protocol (src/sync/barrier.cpp): one spin lock guards the arrival count,
 // the generation number and the FIFO list of waiters; each waiter records the
 // generation it arrived in. The completing arrival advances the generation
 // and releases, from the front, every waiter of an older generation: waker
 // moved out, then `released` published, then woken after the lock is
-// dropped.
+// dropped. A Wait arrives at most once (its state goes idle -> queued or
+// done, queued -> done, never back), so its waiter is linked at most once and
+// `released`, once set, is never stale.
 #pragma once
 
 #include <atomic>
@@ -103,21 +117,47 @@ class Barrier {
     // Before it is awaited only (e.g. moved into a timeout).
     Wait(Wait&& other) noexcept : barrier_(other.barrier_) {}
     ~Wait() {
-      if (queued_) barrier_.withdraw(&waiter_);
+      if (state_ == kQueued) barrier_.withdraw(&waiter_);
     }
 
-    // Arriving needs the lock, so it happens in await_suspend.
-    bool await_ready() const noexcept { return false; }
+    bool await_ready() {
+      switch (state_) {
+        case kIdle:
+          return false;  // arriving needs the lock: in await_suspend
+        case kDone:
+          return true;  // completed: the same result again
+        case kQueued:
+          // Awaited again after an interrupted wait. Released: done now.
+          if (released(&waiter_)) return true;
+          // Still linked, with the first task's waker: only that task may
+          // carry on (another would never be woken).
+          if (detail::current_task_or_throw() != owner_)
+            throw Error(errc::invalid_handle, "Barrier::Wait: queued for another task");
+          return false;
+      }
+      return false;
+    }
     bool await_suspend(std::coroutine_handle<> self) {
+      if (state_ == kQueued) {
+        // Keep the one arrival: the linked waiter's waker already targets
+        // this task (await_ready checked), and the waker and links belong to
+        // the barrier's lock, so they are not touched here. Only where to
+        // resume changes. A release after the check below leaves the task
+        // notified; the poll that follows runs the check, which passes.
+        detail::suspend_current(self, &released, &waiter_);
+        return !released(&waiter_);
+      }
       detail::TaskHeader* task = detail::suspend_current(self, &released, &waiter_);
       waiter_.waker = detail::make_task_waker(task);
       if (!barrier_.arrive(&waiter_)) {
-        queued_ = true;
+        state_ = kQueued;
+        owner_ = task;
         return true;
       }
       // We completed the generation: leader, ready now. Our own waker is not
       // needed (dropped here, outside the lock).
       leader_ = true;
+      state_ = kDone;
       waiter_.waker.reset();
       // Ready, but this poll's budget is spent: go round the queue once first.
       if (detail::coop_try_consume()) return false;
@@ -125,21 +165,25 @@ class Barrier {
       return true;
     }
     BarrierWaitResult await_resume() noexcept {
-      // Resumed only once released (the check) or as the leader: nothing of
-      // ours is left in the barrier.
-      queued_ = false;
+      // Resumed only once released (the check, or a re-await that saw it) or
+      // as the leader: nothing of ours is left in the barrier.
+      state_ = kDone;
       return BarrierWaitResult(leader_);
     }
 
    private:
+    // kIdle -> kQueued (linked) or kDone (leader); kQueued -> kDone (seen
+    // released). Never back: a Wait arrives once.
+    enum State : unsigned char { kIdle, kQueued, kDone };
     static bool released(void* waiter) noexcept {
       // acquire: pairs with the releaser's store; see BarrierWaiter.
       return static_cast<detail::BarrierWaiter*>(waiter)->released.load(std::memory_order_acquire);
     }
     Barrier& barrier_;
     detail::BarrierWaiter waiter_;
-    bool queued_ = false;  // waiter_ was linked into the barrier
+    State state_ = kIdle;
     bool leader_ = false;
+    detail::TaskHeader* owner_ = nullptr;  // the task whose waker waiter_ holds
   };
 
   // Arrives and waits for the generation to complete; co_await gives the

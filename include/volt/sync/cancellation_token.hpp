@@ -16,36 +16,57 @@
 //  - cancel() sets the flag once for good and wakes every waiter; it
 //    cancels every descendant token (children created from this token or
 //    its copies, their children, ...). When it returns, this token and every
-//    descendant attached to it at the call are cancelled, unless another
-//    cancel() of the same node was already under way (that one finishes the
-//    job). Cancelling a child leaves its parent and siblings alone.
+//    descendant attached to it at the call are cancelled, also when cancel()
+//    calls of the same token or of related ones race: a cancel() that finds
+//    the token already being cancelled by another (its own, or an ancestor's)
+//    waits for that one to finish, and a walk that meets a descendant whose
+//    own cancel() is under way waits for it. The wait yields the thread
+//    (std::this_thread::yield) and lasts as long as the other cancel()'s walk
+//    of that subtree; a walk only ever waits for walks of its own
+//    descendants, never the other way, so every wait ends.
+//  - Descendants are cancelled before their ancestors: a thread that sees a
+//    token cancelled (is_cancelled() true, or its cancelled() completed) sees
+//    every descendant it had cancelled too. Waiters of a token are woken only
+//    after it is marked, so after its whole subtree is.
 //  - is_cancelled() is lock-free. Everything a thread did before cancel() is
 //    visible to a thread that saw is_cancelled() true or whose cancelled()
 //    completed.
-//  - child_token() of a cancelled token is born cancelled. Dropping a child
-//    (its last copy) unlinks it from its parent: a long-lived parent does not
-//    accumulate dead children. Dropping every copy of a parent while children
-//    live hands its children to its own parent (they are still cancelled by
-//    the grandparent), or, for a root, makes them roots (nothing can cancel
-//    the parent any more).
+//  - child_token() of a cancelled token, or of one a cancel() is already
+//    walking, is born cancelled. Dropping a child (its last copy) unlinks it
+//    from its parent: a long-lived parent does not accumulate dead children.
+//    Dropping every copy of a parent while children live hands its children
+//    to its own parent (they are still cancelled by the grandparent), or, for
+//    a root, makes them roots (nothing can cancel the parent any more).
 //  - cancelled() returns an operation that completes once the token is
-//    cancelled (at once if it already is). Waiting allocates nothing: the
-//    waiter lives in the operation. It is cancelled by destruction (timeout,
-//    select, abort): the waiter is unlinked and nothing is left behind. It
-//    borrows the token: the token must outlive the operation.
-//    cancelled_blocking() is its form for plain threads
+//    cancelled (at once if it already is). It holds a handle on the token,
+//    like a copy, so `auto c = tok.child_token().cancelled(); co_await c;` is
+//    fine (the child stays attached: cancelling tok completes it). Waiting
+//    allocates nothing: the waiter lives in the operation. It is cancelled by
+//    destruction (timeout, select, abort): the waiter is unlinked and nothing
+//    is left behind. Awaiting it again: after it completed, it completes at
+//    once; if a wait was interrupted while it still waited (an lvalue operand
+//    of a timeout that fired: it stays registered, like Tokio's `&mut fut` in
+//    a select loop), the same task may await it again and it keeps its one
+//    registration. cancelled_blocking() is its form for plain threads
 //    (errc::blocking_in_runtime on a runtime thread).
 //  - drop_guard() gives a DropGuard that cancels the token when destroyed,
 //    unless disarm()ed (which gives the token back).
 //  - Bad input: a moved-from token is empty; any use of it other than
-//    destruction or assignment throws Error(errc::invalid_handle).
+//    destruction or assignment throws Error(errc::invalid_handle). A
+//    cancelled() operation may be moved only before it is awaited; awaiting a
+//    moved-from one, or re-awaiting one that still waits from a task other
+//    than the one that first awaited it (its waker is that task's), throws
+//    Error(errc::invalid_handle).
 //
 // Protocol (src/sync/cancellation_token.cpp has the argument): each node has
-// a spin lock guarding its parent link, its children list and its waiters.
-// Lock order: a node's lock is acquired blocking only while holding locks of
-// nodes created before it (its ancestors, then or formerly); the only
-// acquisition against that order is a try_lock. Cancel walks the subtree
-// without recursion by adopting grandchildren, and wakes outside the locks.
+// a spin lock guarding its parent link, its children list, its waiters and
+// its `claimed` flag. Lock order: a node's lock is acquired blocking only
+// while holding locks of nodes created before it (its ancestors, then or
+// formerly); the only acquisition against that order is a try_lock. Cancel
+// claims the node, then claims its subtree without recursion by adopting
+// grandchildren (waiting, with no lock held, for subtrees another cancel
+// claimed first), then marks the claimed nodes descendants first, each
+// followed by waking its waiters outside the locks, the node itself last.
 #pragma once
 
 #include <atomic>
@@ -76,8 +97,13 @@ struct CancelWaiter : IntrusiveLink {
 
 // The shared state of a token and its copies. The IntrusiveLink is its
 // membership in its parent's `children`, guarded by the parent's lock.
+//
+// The IntrusiveLink is also borrowed by a cancel walking the node: a node it
+// claimed is unattached (parent null, so in no children list) and sits in the
+// walk's own list until the walk marks it.
 struct CancelNode : IntrusiveLink {
-  // Set once, under `lock`, with a release store; read lock-free (acquire).
+  // Set once, under `lock`, with a release store, after every descendant's;
+  // read lock-free (acquire).
   std::atomic<bool> cancelled{false};
   // CancellationToken handles. The last one to go detaches the node.
   std::atomic<std::size_t> handles{1};
@@ -87,6 +113,9 @@ struct CancelNode : IntrusiveLink {
   // which happens only when the node is detached and empty.
   std::atomic<std::size_t> refs{1};
   SpinLock lock;
+  // Guarded by lock. Set once, before `cancelled`, by the cancel that will
+  // mark the node (its own, or an ancestor's walking it); never cleared.
+  bool claimed = false;
   CancelNode* parent = nullptr;         // guarded by lock (and the parent's lock to change)
   IntrusiveList<CancelNode> children;   // guarded by lock; each holds a reference
   IntrusiveList<CancelWaiter> waiters;  // guarded by lock
@@ -134,7 +163,8 @@ class CancellationToken {
     if (node_) drop_handle(node_);
   }
 
-  // Cancels this token and its descendants, wakes their waiters.
+  // Cancels this token and its descendants (descendants first), wakes their
+  // waiters.
   void cancel() { cancel_tree(node()); }
   bool is_cancelled() const { return node()->is_cancelled(); }
   // A token cancelled when this one is (born cancelled if this one is).
@@ -142,22 +172,47 @@ class CancellationToken {
 
   class [[nodiscard]] Cancelled {
    public:
-    explicit Cancelled(detail::CancelNode* node) noexcept : node_(node) {}
     Cancelled(const Cancelled&) = delete;
     Cancelled& operator=(const Cancelled&) = delete;
     // Before it is awaited only (e.g. moved into a timeout).
-    Cancelled(Cancelled&& other) noexcept : node_(other.node_) {}
+    Cancelled(Cancelled&& other) noexcept : node_(std::exchange(other.node_, nullptr)) {}
     ~Cancelled() {
+      if (!node_) return;
       if (queued_) detail::cancel_node_withdraw(node_, &waiter_);
+      drop_handle(node_);
     }
 
-    bool await_ready() { return node_->is_cancelled() && detail::coop_try_consume(); }
+    bool await_ready() {
+      if (!node_) throw Error(errc::invalid_handle, "CancellationToken::Cancelled: moved from");
+      if (queued_) {
+        // Awaited again after its first wait was interrupted (or after it
+        // completed). Fired: complete at once.
+        if (fired(&waiter_)) return true;
+        // Still registered, with the first task's waker: only that task may
+        // carry on (another would never be woken).
+        if (detail::current_task_or_throw() != owner_)
+          throw Error(errc::invalid_handle,
+                      "CancellationToken::Cancelled: queued for another task");
+        return false;
+      }
+      return node_->is_cancelled() && detail::coop_try_consume();
+    }
     bool await_suspend(std::coroutine_handle<> self) {
+      if (queued_) {
+        // Keep the one registration: its waker already targets this task
+        // (await_ready checked), and the waker and links belong to the node's
+        // lock, so they are not touched here. Only where to resume changes.
+        // A cancel firing after the check below leaves the task notified; the
+        // poll that follows runs the check, which passes.
+        detail::suspend_current(self, &fired, &waiter_);
+        return !fired(&waiter_);
+      }
       if (!node_->is_cancelled()) {
         detail::TaskHeader* task = detail::suspend_current(self, &fired, &waiter_);
         waiter_.waker = detail::make_task_waker(task);
         if (detail::cancel_node_register(node_, &waiter_)) {
           queued_ = true;
+          owner_ = task;
           return true;
         }
         waiter_.waker.reset();  // cancelled meanwhile
@@ -170,16 +225,25 @@ class CancellationToken {
     void await_resume() noexcept {}
 
    private:
+    friend class CancellationToken;
+    // Takes a handle on `node` (which the caller's handle keeps alive).
+    explicit Cancelled(detail::CancelNode* node) noexcept : node_(node) {
+      // relaxed: as a token copy (add_handle).
+      node_->handles.fetch_add(1, std::memory_order_relaxed);
+    }
     static bool fired(void* waiter) noexcept {
       // acquire: pairs with the canceller's release store of `fired`.
       return static_cast<detail::CancelWaiter*>(waiter)->fired.load(std::memory_order_acquire);
     }
-    detail::CancelNode* node_;
+    detail::CancelNode* node_;  // one handle; null once moved from
     detail::CancelWaiter waiter_;
-    bool queued_ = false;  // waiter_ was linked into the node
+    // waiter_ was linked into the node (and stays queued_ after it fired: the
+    // operation is then complete).
+    bool queued_ = false;
+    detail::TaskHeader* owner_ = nullptr;  // the task whose waker waiter_ holds
   };
 
-  // Completes once this token is cancelled. Borrows the token.
+  // Completes once this token is cancelled. Holds a handle on the token.
   Cancelled cancelled() const { return Cancelled(node()); }
   // Blocks the calling (non-runtime) thread until this token is cancelled.
   void cancelled_blocking() const;
