@@ -164,6 +164,9 @@ void mark_cancelled(CancelNode* node) noexcept {
   // wait_marked; the canceller's earlier writes, the marks of the node's
   // descendants among them, are visible to whoever sees the flag.
   node->cancelled.store(true, std::memory_order_release);
+  // For a racing cancel() blocked in wait_marked. No system call when
+  // nobody waits (libstdc++ counts waiters per address).
+  node->cancelled.notify_all();
 }
 
 // `node` is claimed by another cancel: waits, holding no lock, until that
@@ -171,9 +174,16 @@ void mark_cancelled(CancelNode* node) noexcept {
 // waits for the waiter (see the top).
 void wait_marked(CancelNode* node) noexcept {
   // acquire: pairs with the release store in mark_cancelled; the subtree's
-  // marks, made before, are visible after.
-  while (!node->cancelled.load(std::memory_order_acquire))
+  // marks, made before, are visible after. A short yield-spin covers the
+  // common case (a small subtree); then block, so that a long walk on the
+  // other thread does not cost a core, and a spinner of higher priority
+  // cannot keep the walker off its CPU.
+  for (int spins = 0; spins < 64; ++spins) {
+    if (node->cancelled.load(std::memory_order_acquire)) return;
     std::this_thread::yield();
+  }
+  while (!node->cancelled.load(std::memory_order_acquire))
+    node->cancelled.wait(false, std::memory_order_acquire);
 }
 
 // Precondition: node->lock held. Returns node's parent locked, with one extra

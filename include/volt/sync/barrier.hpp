@@ -60,6 +60,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 
 #include "volt/detail/intrusive_list.hpp"
 #include "volt/detail/spin_lock.hpp"
@@ -115,7 +116,11 @@ class Barrier {
     Wait(const Wait&) = delete;
     Wait& operator=(const Wait&) = delete;
     // Before it is awaited only (e.g. moved into a timeout).
-    Wait(Wait&& other) noexcept : barrier_(other.barrier_) {}
+    // Before it is awaited only (e.g. moved into a timeout): a queued or
+    // completed Wait has arrived, and a moved copy would arrive again.
+    Wait(Wait&& other) noexcept : barrier_(other.barrier_) {
+      if (other.state_ != kIdle) std::terminate();
+    }
     ~Wait() {
       if (state_ == kQueued) barrier_.withdraw(&waiter_);
     }

@@ -20,10 +20,14 @@
 //    calls of the same token or of related ones race: a cancel() that finds
 //    the token already being cancelled by another (its own, or an ancestor's)
 //    waits for that one to finish, and a walk that meets a descendant whose
-//    own cancel() is under way waits for it. The wait yields the thread
-//    (std::this_thread::yield) and lasts as long as the other cancel()'s walk
-//    of that subtree; a walk only ever waits for walks of its own
-//    descendants, never the other way, so every wait ends.
+//    own cancel() is under way waits for it. The wait yields the thread a
+//    few times, then blocks (an atomic wait), and lasts as long as the other
+//    cancel()'s walk of that subtree; a walk only ever waits for walks of
+//    its own descendants, never the other way, so every wait ends. (A walk
+//    runs no user code: wakers only queue tasks. A waker that called
+//    cancel() or destroyed a DropGuard would wait for its own walk.) Waiters
+//    of a descendant that another cancel() is walking may still be being
+//    woken when this one returns; they are marked, and will be woken.
 //  - Descendants are cancelled before their ancestors: a thread that sees a
 //    token cancelled (is_cancelled() true, or its cancelled() completed) sees
 //    every descendant it had cancelled too. Waiters of a token are woken only
@@ -72,6 +76,7 @@
 #include <atomic>
 #include <coroutine>
 #include <cstddef>
+#include <exception>
 #include <utility>
 
 #include "volt/detail/intrusive_list.hpp"
@@ -175,7 +180,11 @@ class CancellationToken {
     Cancelled(const Cancelled&) = delete;
     Cancelled& operator=(const Cancelled&) = delete;
     // Before it is awaited only (e.g. moved into a timeout).
-    Cancelled(Cancelled&& other) noexcept : node_(std::exchange(other.node_, nullptr)) {}
+    // Before it is awaited only (e.g. moved into a timeout): a registered
+    // waiter cannot move (the token's list points at it).
+    Cancelled(Cancelled&& other) noexcept : node_(std::exchange(other.node_, nullptr)) {
+      if (other.queued_) std::terminate();
+    }
     ~Cancelled() {
       if (!node_) return;
       if (queued_) detail::cancel_node_withdraw(node_, &waiter_);
