@@ -12,7 +12,9 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 spin -a "$@" "$model" >/dev/null
-gcc -O2 -DSAFETY -DCOLLAPSE -o pan pan.c
+# -w: warnings in the verifier SPIN generates are not ours (false
+# -Wstringop-overflow positives from its bounds-check macro).
+gcc -O2 -w -DSAFETY -DCOLLAPSE -o pan pan.c
 out="$(./pan -m10000000 2>&1)"
 errors="$(printf '%s\n' "$out" | sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p')"
 states="$(printf '%s\n' "$out" | grep -E 'states, stored' | head -1)"
