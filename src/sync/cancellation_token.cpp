@@ -209,7 +209,10 @@ CancelNode* lock_parent(CancelNode* node) noexcept {
 
 // The last handle of `node` is gone (the handles' reference is still held by
 // the caller).
-void detach(CancelNode* node) noexcept {
+// Returns how many references on node the caller drops, together with the
+// handles' one (one RMW, and no access to node after a release that could
+// free it: GCC's -Wstringop-overflow under ASan flagged the second release).
+[[nodiscard]] std::size_t detach(CancelNode* node) noexcept {
   node->lock.lock();
   std::size_t moved = 0;
   if (CancelNode* parent = lock_parent(node)) {
@@ -227,9 +230,8 @@ void detach(CancelNode* node) noexcept {
     retain(parent, moved);  // the moved children's links
     parent->lock.unlock();
     node->lock.unlock();
-    release(parent, 2);        // node's link, lock_parent's reference
-    release(node, moved + 1);  // the moved children's links, the parent's list
-    return;
+    release(parent, 2);  // node's link, lock_parent's reference
+    return moved + 1;    // the moved children's links, the parent's list
   }
   // No parent: nothing can cancel node any more, so its children become
   // roots.
@@ -243,7 +245,7 @@ void detach(CancelNode* node) noexcept {
     ++moved;
   }
   node->lock.unlock();
-  release(node, moved);  // the children's links
+  return moved;  // the children's links
 }
 
 }  // namespace
@@ -301,8 +303,7 @@ void CancellationToken::drop_handle(CancelNode* node) noexcept {
   // acq_rel: the last handle's detach must see what the other handles did
   // (as shared_ptr's count).
   if (node->handles.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  detach(node);
-  release(node);  // the handles' reference
+  release(node, detach(node) + 1);  // + the handles' reference
 }
 
 void CancellationToken::cancel_tree(CancelNode* root) noexcept {
