@@ -32,16 +32,17 @@
  * the read that sends the loop elsewhere. SPIN interleaves sequentially
  * consistently: memory orders are not checked here.
  *
- * Model step -> code (fixed protocol, the default). Line numbers are those
- * of commit d6ff79d ("Semaphore: a kQueued bit in the permits word"); hpp =
+ * Model step -> code (fixed protocol, the default). Line numbers: cpp as of
+ * commit d6ff79d ("Semaphore: a kQueued bit in the permits word"), hpp as
+ * of 2e8104f (its re-await fix added lines, no protocol step); hpp =
  * include/volt/sync/semaphore.hpp, cpp = src/sync/semaphore.cpp.
- *   T1  try_take, hpp 263-273: load (264) and CAS loop (269-270) taking the
+ *   T1  try_take, hpp 275-285: load (276) and CAS loop (281-282) taking the
  *       count down; the bits are left alone. Called from Acquire::await_ready
- *       (hpp 175) or, after a budget yield, from Acquire::ready_check
- *       (hpp 231); try_acquire (hpp 140) is the same step.
+ *       (hpp 182) or, after a budget yield, from Acquire::ready_check
+ *       (hpp 243); try_acquire (hpp 143) is the same step.
  *   A1  acquire_locked, cpp 182: lock mutex_ (std::lock_guard). Reached via
- *       Acquire::register_waiter (hpp 208-223, call at 211) from
- *       await_suspend (hpp 188) or ready_check (hpp 235).
+ *       Acquire::register_waiter (hpp 220-235, call at 223) from
+ *       await_suspend (hpp 200) or ready_check (hpp 247).
  *   A2  acquire_locked, cpp 186-205: the drain loop (load 186), one step per
  *       successful CAS taking min(count, still) (cpp 201-204).
  *   A2q acquire_locked, cpp 190-199: count 0 and permits still needed: the
@@ -58,8 +59,8 @@
  *       rem[me], already equal to still and not yet published)
  *   A5  acquire_locked, cpp 218 fast_.store(w) | cpp 220 waiters_.push_back(w)
  *   A6  acquire_locked, cpp 222: return kQueued (the lock_guard unlocks);
- *       register_waiter sets queued_ (hpp 213) and the Acquire waits for
- *       waiter_.finished() (hpp 229, ready_check; hpp 70-73).
+ *       register_waiter sets queued_ (hpp 225) and the Acquire waits for
+ *       waiter_.finished() (hpp 241, ready_check; hpp 73-76).
  *   acquire_blocking (cpp 283-307) runs the same steps: T1 (287), A1..A6
  *   (292), then waits for finished() (300); it never cancels.
  *   R0  release_unchecked, cpp 100-105 (Tier 0): load (100) and CAS loop
@@ -112,24 +113,26 @@
  *       linked (239) -> remove if linked (240), unlock (241), give back
  *       requested - state via release_unchecked (244); otherwise unlock
  *       (247), yield (250), back to C1
- *   The Acquire's destructor (hpp 159-161) calls cancel() when it was queued
+ *   The Acquire's destructor (hpp 162-164) calls cancel() when it was queued
  *   and not resumed; a cancel-capable acquirer (CANCEL mask) may do so at
  *   any point while it waits, including after it was granted in full. A
  *   releaser (Rel) is release() (cpp 82-92, the range check not modelled)
- *   or SemaphorePermit::reset (hpp 292-296): both call release_unchecked.
+ *   or SemaphorePermit::reset (hpp 304-308): both call release_unchecked.
  *   The kQueued bit is not cleared anywhere but L3 (it may stay set after
  *   the last waiter left by C1/C2 or was served: the next release clears it).
  *
  * The cooperative budget (commit 027886e): Acquire::await_ready (hpp
- * 163-180) checks coop_try_consume (171) before try_take (175); when the
+ * 166-187) checks coop_try_consume (178) before try_take (182); when the
  * budget is spent the task yields holding nothing and makes its first
- * attempt from ready_check (hpp 227-236: try_take at 231, then
- * register_waiter -> acquire_locked at 235). This changes only when the
+ * attempt from ready_check (hpp 239-248: try_take at 243, then
+ * register_waiter -> acquire_locked at 247). This changes only when the
  * owner runs T1 and A1..A6, not which shared steps it runs nor their order
  * (still T1, then A1..A6 if T1 fails); the model's interleavings already
  * allow any delay before T1, and an Acquire destroyed while yielding
- * (queued_ false: hpp 160 does not cancel) never touched the semaphore. So
- * the model needs nothing for it.
+ * (queued_ false: hpp 163 does not cancel) never touched the semaphore. So
+ * the model needs nothing for it. Nor for a queued Acquire awaited again
+ * after an interrupted timeout (hpp 170, 199): it only re-reads its own
+ * state (the model's wait for rem[me] == 0) and registers nothing.
  *
  * Properties.
  *  - Liveness (no lost wake-up, no starvation): every Acquire and release
