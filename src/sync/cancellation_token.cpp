@@ -209,6 +209,25 @@ CancelNode* lock_parent(CancelNode* node) noexcept {
 
 // The last handle of `node` is gone (the handles' reference is still held by
 // the caller).
+// Preconditions: `from` and `to` locked, `to` an ancestor of `from` (the
+// lock order: older to newer). Moves every child of `from` to `to`'s list
+// (each child's lock taken in turn to repoint its parent link; the list's
+// reference moves with it), takes `to`'s references for the new links, and
+// returns how many moved: the old links' references on `from`, which the
+// caller drops once it has unlocked.
+std::size_t move_children(CancelNode* from, CancelNode* to) noexcept {
+  std::size_t moved = 0;
+  while (CancelNode* child = from->children.pop_front()) {
+    child->lock.lock();
+    child->parent = to;
+    child->lock.unlock();
+    to->children.push_back(child);
+    ++moved;
+  }
+  retain(to, moved);
+  return moved;
+}
+
 // Returns how many references on node the caller drops, together with the
 // handles' one (one RMW, and no access to node after a release that could
 // free it: GCC's -Wstringop-overflow under ASan flagged the second release).
@@ -220,14 +239,7 @@ CancelNode* lock_parent(CancelNode* node) noexcept {
     node->parent = nullptr;         // node's reference on parent: dropped below
     // The parent takes node's children, so its cancel still reaches them.
     // (A claimed node has none left: see the top.)
-    while (CancelNode* child = node->children.pop_front()) {
-      child->lock.lock();  // parent -> node -> child: in order
-      child->parent = parent;
-      child->lock.unlock();
-      parent->children.push_back(child);  // the list's reference moves with it
-      ++moved;
-    }
-    retain(parent, moved);  // the moved children's links
+    moved = move_children(node, parent);
     parent->lock.unlock();
     node->lock.unlock();
     release(parent, 2);  // node's link, lock_parent's reference
@@ -337,15 +349,7 @@ void CancellationToken::cancel_tree(CancelNode* root) noexcept {
       continue;
     }
     child->claimed = true;
-    std::size_t adopted = 0;
-    while (CancelNode* grandchild = child->children.pop_front()) {
-      grandchild->lock.lock();  // root -> child -> grandchild: in order
-      grandchild->parent = root;
-      grandchild->lock.unlock();
-      root->children.push_back(grandchild);  // the list's reference moves with it
-      ++adopted;
-    }
-    retain(root, adopted);  // the adopted grandchildren's links
+    const std::size_t adopted = move_children(child, root);
     child->lock.unlock();
     claimed.push_front(child);  // unattached: its link is free
     root->lock.unlock();        // let others in between children

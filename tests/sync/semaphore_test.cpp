@@ -300,6 +300,14 @@ TEST(SemaphoreBlocking, PlainThreadsWaitAndRuntimeThreadsAreRefused) {
 
 // ---- contended stress with random aborts ----
 
+// n more permits held; records the most held at once.
+void enter_holders(std::atomic<int>* inside, std::atomic<int>* max_inside, std::uint64_t n) {
+  const int now = inside->fetch_add(static_cast<int>(n)) + static_cast<int>(n);
+  int seen = max_inside->load();
+  while (now > seen && !max_inside->compare_exchange_weak(seen, now)) {
+  }
+}
+
 Task<void> churn(Semaphore* sem, int ops, std::uint64_t seed, std::atomic<int>* inside,
                  std::atomic<int>* max_inside, std::atomic<std::uint64_t>* done) {
   std::mt19937_64 rng(seed);
@@ -310,18 +318,12 @@ Task<void> churn(Semaphore* sem, int ops, std::uint64_t seed, std::atomic<int>* 
       Expected<Expected<SemaphorePermit>> r =
           co_await volt::timeout(std::chrono::microseconds(rng() % 1000), sem->acquire(n));
       if (r && *r) {
-        const int now = inside->fetch_add(static_cast<int>(n)) + static_cast<int>(n);
-        int seen = max_inside->load();
-        while (now > seen && !max_inside->compare_exchange_weak(seen, now)) {
-        }
+        enter_holders(inside, max_inside, n);
         inside->fetch_sub(static_cast<int>(n));
       }
     } else {
       Expected<SemaphorePermit> p = co_await sem->acquire(n);
-      const int now = inside->fetch_add(static_cast<int>(n)) + static_cast<int>(n);
-      int seen = max_inside->load();
-      while (now > seen && !max_inside->compare_exchange_weak(seen, now)) {
-      }
+      enter_holders(inside, max_inside, n);
       if (rng() % 4 == 0) co_await volt::yield_now();
       inside->fetch_sub(static_cast<int>(n));
     }
@@ -351,10 +353,7 @@ TEST_P(SemaphoreTest, ContendedAcquireReleaseWithRandomCancellationKeepsTheCount
 Task<void> victim(Semaphore* sem, std::uint64_t n, std::atomic<int>* inside,
                   std::atomic<int>* max_inside) {
   Expected<SemaphorePermit> p = co_await sem->acquire(n);
-  const int now = inside->fetch_add(static_cast<int>(n)) + static_cast<int>(n);
-  int seen = max_inside->load();
-  while (now > seen && !max_inside->compare_exchange_weak(seen, now)) {
-  }
+  enter_holders(inside, max_inside, n);
   inside->fetch_sub(static_cast<int>(n));
   co_await volt::yield_now();
   co_await volt::yield_now();
