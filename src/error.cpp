@@ -24,6 +24,12 @@ class VoltCategory final : public std::error_category {
         return "deadline elapsed before the operation completed";
       case errc::closed:
         return "closed";
+      case errc::empty:
+        return "channel is empty";
+      case errc::full:
+        return "channel is full";
+      case errc::lagged:
+        return "receiver lagged behind; values were overwritten";
     }
     return "unknown volt error";
   }

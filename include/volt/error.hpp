@@ -32,6 +32,13 @@ enum class errc {
   timed_out,
   // The primitive (semaphore, channel) was closed: no more permits or values.
   closed,
+  // A channel's try_recv found no value (the channel is open).
+  empty,
+  // A bounded channel's try_send found no room (the channel is open).
+  full,
+  // A broadcast receiver fell behind by more than the capacity: the oldest
+  // values it had not read were overwritten (it continues from the oldest kept).
+  lagged,
 };
 
 const std::error_category& volt_category() noexcept;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "volt/channel/oneshot.hpp"
+#include "volt/channel/send_result.hpp"
 #include "volt/error.hpp"
 #include "volt/expected.hpp"
 #include "volt/runtime/runtime.hpp"
