@@ -100,6 +100,7 @@ inline void black_box(const T& value) {
 
 // ---- the tiers, in the specification's order (each defined in its file) ----
 std::span<const Bench> sync_fast_benches();  // Tier 1, sync_fast.cpp
+std::span<const Bench> channel_benches();    // Tier 2, channels.cpp
 std::span<const Bench> contended_benches();  // Tier 3, contended.cpp
 std::span<const Bench> scheduler_benches();  // Tier 4, scheduler.cpp
 std::span<const Bench> time_benches();       // Tier 5, time.cpp

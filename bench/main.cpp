@@ -46,9 +46,9 @@ constexpr const char* kUsage =
 // its function declared in harness.hpp) goes into its place here.
 using TierFn = std::span<const Bench> (*)();
 constexpr TierFn kTiers[] = {
-    sync_fast_benches,  // Tier 1: sync fast path (semaphore so far)
-    // Tier 2: channels (channels.cpp, not yet written)
-    contended_benches,  // Tier 3: async, multi-task (semaphore so far)
+    sync_fast_benches,  // Tier 1: sync fast path
+    channel_benches,    // Tier 2: channels
+    contended_benches,  // Tier 3: async, multi-task
     scheduler_benches,  // Tier 4: scheduler
     time_benches,       // Tier 5: time
                         // Tier 6: network (net.cpp, not yet written)
