@@ -1,10 +1,10 @@
 // bench/contended.cpp: Tier 3, async primitives under contention on a
 // multi-thread runtime; the same work as shared/bench/tokio/src/contended.rs.
-// Rows land as their primitives do: mutex and semaphore so far.
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "harness.hpp"
@@ -101,6 +101,25 @@ volt::Task<Sample> semaphore_contended(std::uint64_t ops) {
   co_return sample;
 }
 
+volt::Task<void> oneshot_sender(volt::oneshot::Sender<std::uint64_t> tx, std::uint64_t value) {
+  if (tx.send(value)) throw std::logic_error("oneshot_async: the parent is waiting");
+  co_return;
+}
+
+// ops times, one after the other: spawn a task that sends on a oneshot, then
+// await the receiver. The sender tasks are detached: awaiting the receiver
+// is the op.
+volt::Task<Sample> oneshot_async(std::uint64_t ops) {
+  Meter meter = Meter::start();
+  for (std::uint64_t value = 0; value < ops; ++value) {
+    auto [tx, rx] = volt::oneshot::channel<std::uint64_t>();
+    (void)volt::spawn(oneshot_sender(std::move(tx), value));  // detached
+    const std::optional<std::uint64_t> received = co_await rx;
+    if (received != value) throw std::logic_error("oneshot_async: the task sends before it ends");
+  }
+  co_return meter.stop();
+}
+
 volt::Task<void> barrier_worker(volt::Barrier* barrier, std::atomic<std::uint64_t>* leaders,
                                 std::uint64_t generations) {
   for (std::uint64_t i = 0; i < generations; ++i)
@@ -157,10 +176,83 @@ volt::Task<Sample> notify_pingpong(std::uint64_t ops) {
   co_return meter.stop();
 }
 
+volt::Task<void> mpmc_producer(volt::mpmc::Sender<std::uint64_t> tx, std::uint64_t count) {
+  for (std::uint64_t value = 0; value < count; ++value) {
+    volt::SendResult<std::uint64_t> sent = co_await tx.send(std::uint64_t{value});
+    if (!sent) throw std::logic_error("channel: consumers are alive");
+  }
+}
+
+volt::Task<std::uint64_t> mpmc_consumer(volt::mpmc::Receiver<std::uint64_t> rx) {
+  std::uint64_t received = 0;
+  for (;;) {
+    std::optional<std::uint64_t> value = co_await rx.recv();
+    if (!value) break;
+    ++received;
+  }
+  co_return received;
+}
+
+// Bounded channel of capacity 1,000; 4 producers send ops/4 values each, 4
+// consumers receive until the channel is closed and drained.
+volt::Task<Sample> channel_mpmc(std::uint64_t ops) {
+  constexpr std::uint64_t kProducers = 4;
+  constexpr std::uint64_t kConsumers = 4;
+  Meter meter = Meter::start();
+  std::array<volt::JoinHandle<void>, kProducers> producers;
+  std::array<volt::JoinHandle<std::uint64_t>, kConsumers> consumers;
+  {
+    auto [tx, rx] = volt::mpmc::channel<std::uint64_t>(1000);
+    for (std::uint64_t i = 0; i < kProducers; ++i)
+      producers[i] = volt::spawn(mpmc_producer(tx, share(ops, kProducers, i)));
+    for (std::uint64_t i = 0; i < kConsumers; ++i)
+      consumers[i] = volt::spawn(mpmc_consumer(rx));
+  }  // only the producers' copies keep the channel open
+  for (auto& producer : producers)
+    co_await producer;
+  std::uint64_t received = 0;
+  for (auto& consumer : consumers)
+    received += co_await consumer;
+  Sample sample = meter.stop();
+  if (received != ops) throw std::logic_error("channel_mpmc: lost values");
+  co_return sample;
+}
+
+volt::Task<std::uint64_t> spsc_consumer(volt::mpmc::Receiver<std::uint64_t> rx) {
+  std::uint64_t received = 0;
+  for (;;) {
+    std::optional<std::uint64_t> value = co_await rx.recv();
+    if (!value) break;
+    if (*value != received) throw std::logic_error("channel_spsc_async: out of order");
+    ++received;
+  }
+  co_return received;
+}
+
+// 1 producer, 1 consumer, capacity 128.
+volt::Task<Sample> channel_spsc_async(std::uint64_t ops) {
+  Meter meter = Meter::start();
+  volt::JoinHandle<void> producer;
+  volt::JoinHandle<std::uint64_t> consumer;
+  {
+    auto [tx, rx] = volt::mpmc::channel<std::uint64_t>(128);
+    producer = volt::spawn(mpmc_producer(std::move(tx), ops));
+    consumer = volt::spawn(spsc_consumer(std::move(rx)));
+  }
+  co_await producer;
+  const std::uint64_t received = co_await consumer;
+  Sample sample = meter.stop();
+  if (received != ops) throw std::logic_error("channel_spsc_async: lost values");
+  co_return sample;
+}
+
 constexpr Bench kBenches[] = {
     task_bench("mutex_contended", 10'000, mutex_contended),
     task_bench("rwlock_contended", 10'000, rwlock_contended),
     task_bench("semaphore_contended", 10'000, semaphore_contended),
+    task_bench("channel_mpmc", 10'000, channel_mpmc),
+    task_bench("channel_spsc_async", 10'000, channel_spsc_async),
+    task_bench("oneshot_async", 10'000, oneshot_async),
     task_bench("barrier_async", 10'000, barrier_async),
     task_bench("notify_pingpong", 10'000, notify_pingpong),
 };

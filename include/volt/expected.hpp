@@ -83,6 +83,14 @@ class [[nodiscard]] Expected {
     }
   }
   T& operator*() & noexcept { return get(); }
+  // By value, as value() &&: `*rx.try_recv()` never dangles.
+  T operator*() && noexcept(std::is_nothrow_move_constructible_v<T>) {
+    if constexpr (std::is_reference_v<T>) {
+      return get();
+    } else {
+      return std::move(get());
+    }
+  }
   std::remove_reference_t<T>* operator->() noexcept { return &get(); }
 
  private:

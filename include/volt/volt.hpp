@@ -1,8 +1,12 @@
 // volt/volt.hpp: the whole public API.
 #pragma once
 
+#include "volt/channel/broadcast.hpp"
+#include "volt/channel/mpmc.hpp"
 #include "volt/channel/oneshot.hpp"
 #include "volt/channel/send_result.hpp"
+#include "volt/channel/unbounded.hpp"
+#include "volt/channel/watch.hpp"
 #include "volt/error.hpp"
 #include "volt/expected.hpp"
 #include "volt/runtime/runtime.hpp"
@@ -16,6 +20,7 @@
 #include "volt/sync/semaphore.hpp"
 #include "volt/task/join_all.hpp"
 #include "volt/task/join_handle.hpp"
+#include "volt/task/select.hpp"
 #include "volt/task/spawn_blocking.hpp"
 #include "volt/task/task.hpp"
 #include "volt/task/yield_now.hpp"

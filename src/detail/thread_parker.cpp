@@ -1,6 +1,9 @@
 #include "detail/thread_parker.hpp"
 
+#include "volt/detail/blocking_wait.hpp"
 #include "volt/detail/futex.hpp"
+#include "volt/detail/task_header.hpp"
+#include "volt/error.hpp"
 
 namespace volt::detail {
 namespace {
@@ -64,6 +67,24 @@ void ThreadParker::unpark() noexcept {
 void ThreadParker::release() noexcept {
   // acq_rel: the last release must see every other holder's use before delete.
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+}  // namespace volt::detail
+
+// ---- volt/detail/blocking_wait.hpp ----
+
+namespace volt::detail {
+
+void check_blocking_allowed(const char* what) {
+  if (tls_context.scheduler) throw Error(errc::blocking_in_runtime, what);
+}
+
+Waker current_thread_waker() {
+  return ThreadParker::current().waker();
+}
+
+void park_current_thread() noexcept {
+  ThreadParker::current().park();
 }
 
 }  // namespace volt::detail

@@ -8,17 +8,22 @@
 // multi-thread runtime and act (send, await, try, drop) in random orders; each
 // channel's outcome must be consistent (a value is received iff it was sent
 // while the receiver waited, or handed back iff the receiver was gone), and
-// every value is destroyed exactly once.
+// every value is destroyed exactly once. The same on two plain threads that
+// start each channel's two ends at once (send or drop against drop, try_recv,
+// or waiting for the close), and a receiver dropped after its wait was
+// aborted (the waker it left registered must not be woken into trouble).
 #include "volt/channel/oneshot.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -150,6 +155,31 @@ Task<int> await_again_after_cancelled_wait() {
 
 TEST_P(OneshotTest, ReceiverCanBeAwaitedAgainAfterACancelledWait) {
   EXPECT_EQ(rt_.block_on(await_again_after_cancelled_wait()), 1064);
+}
+
+Task<int> drop_receiver_after_aborted_wait() {
+  auto [tx, rx] = oneshot::channel<int>();
+  std::atomic<bool> waiting{false};
+  JoinHandle<int> waiter = spawn(await_by_pointer(&rx, &waiting));
+  while (!waiting.load())
+    co_await yield_now();
+  for (int i = 0; i < 5; ++i)
+    co_await yield_now();
+  waiter.abort();  // its waker stays registered in the channel
+  int cancelled = 0;
+  try {
+    co_await waiter;
+  } catch (const Error& e) {
+    cancelled = e.code() == errc::cancelled;
+  }
+  { oneshot::Receiver<int> gone = std::move(rx); }
+  EXPECT_TRUE(tx.is_closed());
+  std::optional<int> back = tx.send(77);
+  co_return cancelled * 1000 + back.value_or(-1);
+}
+
+TEST_P(OneshotTest, ReceiverDroppedAfterAnAbortedWaitHandsTheValueBack) {
+  EXPECT_EQ(rt_.block_on(drop_receiver_after_aborted_wait()), 1077);
 }
 
 TEST(OneshotBasicTest, ReceiverDroppedHandsTheValueBack) {
@@ -432,6 +462,76 @@ TEST(OneshotStressTest, ChannelsAcrossTasksInRandomOrdersConserveValues) {
     }
   }
   EXPECT_EQ(inconsistent, 0u);
+  EXPECT_EQ(counters.live(), 0);
+  EXPECT_EQ(counters.double_destroyed.load(), 0);
+  EXPECT_GT(counters.constructed.load(), 0);
+}
+
+// Two plain threads start each channel's ends at the same moment (a barrier):
+// the sender sends or drops; the receiver drops at once, or try_recv's then
+// drops, or waits for is_closed() and then try_recv's.
+TEST(OneshotThreadsTest, EndsActAndDropConcurrentlyInEveryOrder) {
+  enum : std::uint8_t { kNone, kSent, kBack, kDropped, kGot, kWrong };
+  const int rounds = static_cast<int>(test::scale(20'000));
+  LifeCounters counters;
+  std::vector<std::pair<oneshot::Sender<Tracked>, oneshot::Receiver<Tracked>>> channels;
+  channels.reserve(rounds);
+  for (int i = 0; i < rounds; ++i)
+    channels.push_back(oneshot::channel<Tracked>());
+  // Each element written by one thread only; read after both joined.
+  std::vector<std::uint8_t> sender_outcome(rounds, kNone);
+  std::vector<std::uint8_t> receiver_outcome(rounds, kNone);
+  auto receiver_mode = [](int i) { return (i / 4) % 3; };  // independent of i % 4
+  std::barrier start(2);
+  std::thread sender([&] {
+    for (int i = 0; i < rounds; ++i) {
+      start.arrive_and_wait();
+      oneshot::Sender<Tracked> tx = std::move(channels[i].first);
+      if (i % 4 == 3) {
+        sender_outcome[i] = kDropped;
+        continue;
+      }
+      std::optional<Tracked> back = tx.send(Tracked(counters, i));
+      sender_outcome[i] = !back ? kSent : back->value() == i ? kBack : kWrong;
+    }
+  });
+  std::thread receiver([&] {
+    for (int i = 0; i < rounds; ++i) {
+      start.arrive_and_wait();
+      oneshot::Receiver<Tracked> rx = std::move(channels[i].second);
+      if (receiver_mode(i) == 2) {
+        while (!rx.is_closed())
+          std::this_thread::yield();
+      }
+      if (receiver_mode(i) != 0) {
+        if (std::optional<Tracked> v = rx.try_recv())
+          receiver_outcome[i] = v->value() == i ? kGot : kWrong;
+      }
+    }
+  });
+  sender.join();
+  receiver.join();
+  int inconsistent = 0;
+  for (int i = 0; i < rounds; ++i) {
+    const std::uint8_t s = sender_outcome[i];
+    const std::uint8_t r = receiver_outcome[i];
+    bool ok = s != kWrong && r != kWrong && !(s == kBack && r == kGot);
+    if (r == kGot) ok = ok && s == kSent;
+    if (s == kDropped) ok = ok && r == kNone;
+    switch (receiver_mode(i)) {
+      case 0:
+        ok = ok && r == kNone;
+        break;
+      case 2:  // alive until the sender finished: it gets what was sent
+        ok = ok && s != kBack && (s == kSent) == (r == kGot);
+        break;
+      default:
+        break;
+    }
+    if (!ok && inconsistent++ < 5)
+      ADD_FAILURE() << "channel " << i << ": sender " << int{s} << ", receiver " << int{r};
+  }
+  EXPECT_EQ(inconsistent, 0);
   EXPECT_EQ(counters.live(), 0);
   EXPECT_EQ(counters.double_destroyed.load(), 0);
   EXPECT_GT(counters.constructed.load(), 0);

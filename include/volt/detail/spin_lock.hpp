@@ -44,8 +44,7 @@ class SpinLock {
   }
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
- private:
-  static constexpr int kSpinsBeforeYield = 128;
+  // The CPU's spin-wait hint (also for other short bounded spins).
   static void pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
     _mm_pause();
@@ -53,6 +52,9 @@ class SpinLock {
     asm volatile("yield");
 #endif
   }
+
+ private:
+  static constexpr int kSpinsBeforeYield = 128;
   std::atomic<bool> locked_{false};
 };
 

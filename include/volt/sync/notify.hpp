@@ -56,6 +56,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <exception>
+#include <utility>
 
 #include "volt/detail/spin_lock.hpp"
 #include "volt/detail/task_header.hpp"
@@ -243,15 +244,36 @@ class [[nodiscard]] Notify::Notified {
     return false;
   }
 
+  // The budget before the notification (as Semaphore::Acquire): a task whose
+  // budget is spent yields holding nothing. Taking the permit (or a
+  // notify_one's choice) first and then yielding would lose it if the
+  // Notified were destroyed during that yield (a select or timeout that
+  // lost): it is consumed, yet never returned.
   bool await_ready() noexcept {
     if (state_ == kInit) {
-      try_complete_lock_free();
-    } else if (state_ == kWaiting) {
-      notified_now();
+      if (!detail::coop_try_consume()) {
+        yield_first_ = true;
+        return false;
+      }
+      return try_complete_lock_free();
     }
-    return state_ == kDone && detail::coop_try_consume();
+    if (state_ == kWaiting) {
+      // Still kWaiting until await_resume, so that a destruction before
+      // then passes a notify_one's notification on (cancel()).
+      return woken(&waiter_) && detail::coop_try_consume();
+    }
+    return detail::coop_try_consume();  // kDone: awaited again
   }
   bool await_suspend(std::coroutine_handle<> self) {
+    if (std::exchange(yield_first_, false)) {
+      // The first attempt happens in the check, at the next poll.
+      detail::yield_current(self, &attempt_after_yield, this);
+      return true;
+    }
+    if (state_ == kWaiting && woken(&waiter_)) {
+      detail::yield_current(self, &woken, &waiter_);  // notified; budget spent
+      return true;
+    }
     if (state_ != kDone) {
       detail::TaskHeader* task = detail::suspend_current(self, &woken, &waiter_);
       if (notify_->register_waiter(*this, detail::make_task_waker(task))) return true;
@@ -292,6 +314,22 @@ class [[nodiscard]] Notify::Notified {
     state_ = kDone;
     return true;
   }
+  // The check after a budget yield: the first attempt, then registering
+  // (the task is current); once registered, whether a notifier completed it.
+  static bool attempt_after_yield(void* self) noexcept {
+    Notified& n = *static_cast<Notified*>(self);
+    switch (n.state_) {
+      case kInit:
+        if (n.try_complete_lock_free()) return true;
+        return !n.notify_->register_waiter(
+            n, detail::make_task_waker(detail::tls_context.current_task));
+      case kWaiting:
+        return woken(&n.waiter_);
+      case kDone:
+        break;
+    }
+    return true;
+  }
   // The readiness check given to suspend_current (may run on any worker
   // that polls the task).
   static bool woken(void* waiter) noexcept {
@@ -303,7 +341,8 @@ class [[nodiscard]] Notify::Notified {
   Notify* notify_;
   std::uint64_t created_calls_;  // calls(state_) when notified() made it
   detail::NotifyWaiter waiter_;
-  State state_ = kInit;  // owner only
+  State state_ = kInit;       // owner only
+  bool yield_first_ = false;  // await_ready found the budget spent
 };
 
 inline Notify::Notified Notify::notified() noexcept {

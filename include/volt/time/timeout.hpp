@@ -49,6 +49,7 @@
 #include <utility>
 
 #include "volt/detail/branch.hpp"
+#include "volt/detail/operand.hpp"
 #include "volt/detail/task_header.hpp"
 #include "volt/detail/timer_node.hpp"
 #include "volt/expected.hpp"
@@ -57,55 +58,26 @@
 
 namespace volt {
 
-namespace detail {
-
-template <class T>
-inline constexpr bool kIsTask = false;
-template <class T>
-inline constexpr bool kIsTask<Task<T>> = true;
-
-// What `co_await a` would await: a.operator co_await(), operator
-// co_await(a), or `a` itself.
-template <class A>
-decltype(auto) get_awaiter(A&& a) {
-  if constexpr (requires { std::forward<A>(a).operator co_await(); }) {
-    return std::forward<A>(a).operator co_await();
-  } else if constexpr (requires { operator co_await(std::forward<A>(a)); }) {
-    return operator co_await(std::forward<A>(a));
-  } else {
-    return std::forward<A>(a);
-  }
-}
-
-}  // namespace detail
-
 template <class Op>
 class [[nodiscard]] Timeout {
-  // `Op` is `X&` for an lvalue operand (held by reference), `X` otherwise
-  // (moved in, owned, destroyed when the co_await completes).
-  static constexpr bool kOwnsOp = !std::is_reference_v<Op>;
-  using OpType = std::remove_reference_t<Op>;
-  using Got = decltype(detail::get_awaiter(std::declval<OpType&>()));
-  static constexpr bool kAwaiterIsRef = std::is_reference_v<Got>;
-  using Awaiter = std::remove_reference_t<Got>;
+  // The operand (`Op` is `X&` for an lvalue, held by reference; `X`
+  // otherwise, moved in), its awaiter and its branch: detail/operand.hpp.
+  using Operand = detail::HeldOperand<Op>;
 
  public:
-  using Value = decltype(std::declval<Awaiter&>().await_resume());
+  using Value = typename Operand::Value;
 
-  Timeout(Op&& op, Instant deadline) : deadline_(deadline), has_deadline_(true) {
-    hold(std::forward<Op>(op));
-  }
-  Timeout(Op&& op, Duration d) : duration_(d) { hold(std::forward<Op>(op)); }
+  Timeout(Op&& op, Instant deadline)
+      : operand_(std::forward<Op>(op)), deadline_(deadline), has_deadline_(true) {}
+  Timeout(Op&& op, Duration d) : operand_(std::forward<Op>(op)), duration_(d) {}
   // Only before it is awaited (as when a Timeout is itself the operand of
   // another timeout); moving an awaited Timeout is a contract violation.
-  Timeout(Timeout&& other) noexcept(
-      !kOwnsOp ||
-      std::is_nothrow_move_constructible_v<OpType>) requires(!kOwnsOp ||
-                                                             std::is_move_constructible_v<OpType>)
-      : deadline_(other.deadline_), duration_(other.duration_), has_deadline_(other.has_deadline_) {
-    if (other.awaiter_ || other.finished_) std::terminate();
-    hold(std::forward<Op>(other.op()));
-  }
+  Timeout(Timeout&& other) noexcept(std::is_nothrow_move_constructible_v<Operand>) requires(
+      std::is_move_constructible_v<Operand>)
+      : operand_(std::move(other.operand_)),
+        deadline_(other.deadline_),
+        duration_(other.duration_),
+        has_deadline_(other.has_deadline_) {}
   Timeout(const Timeout&) = delete;
   Timeout& operator=(const Timeout&) = delete;
   Timeout& operator=(Timeout&&) = delete;
@@ -113,7 +85,7 @@ class [[nodiscard]] Timeout {
 
   bool await_ready() {
     if (finished_) throw Error(errc::invalid_handle, "a Timeout can be awaited once");
-    if (awaiter_) {
+    if (operand_.probed()) {
       // Awaited again after an interrupted wait (the co_await that held it
       // was cancelled, say by an outer timeout): carry on where it stopped,
       // same operation, same deadline. Only the task that started it may: the
@@ -122,21 +94,14 @@ class [[nodiscard]] Timeout {
         throw Error(errc::invalid_handle, "an interrupted Timeout resumed by another task");
       return false;
     }
-    if constexpr (kAwaiterIsRef) {
-      awaiter_ = &detail::get_awaiter(op());
-    } else {
-      awaiter_ = ::new (static_cast<void*>(awaiter_storage_)) Awaiter(detail::get_awaiter(op()));
-    }
-    return awaiter_->await_ready();  // ready: no timer at all
+    return operand_.probe();  // ready: no timer at all
   }
 
   bool await_suspend(std::coroutine_handle<> self) {
-    if (!branch_.started()) {
+    if (!operand_.started()) {
       owner_ = detail::current_task_or_throw();
-      // The operation's await_ready just said no: the branch skips it.
-      if (branch_.start(detail::await_in_branch(awaiter_, /*known_not_ready=*/true)))
-        return false;  // ready now
-    } else if (branch_.step()) {
+      if (operand_.start()) return false;  // ready now
+    } else if (operand_.step()) {
       return false;  // re-awaited, and the operation finished meanwhile
     }
     if (!has_deadline_) {
@@ -148,7 +113,7 @@ class [[nodiscard]] Timeout {
     if (timer_.arm(deadline_, detail::make_task_waker(task))) return true;
     // The deadline is already due (timeout_at in the past). The operation
     // wins a tie: one more look at it, then timed out.
-    branch_.step();
+    operand_.step();
     return false;
   }
 
@@ -159,24 +124,15 @@ class [[nodiscard]] Timeout {
       Timeout* t;
       ~Finish() { t->finish(); }
     } finish_after{this};
-    if (!branch_.started()) {
-      // Ready in await_ready: the operation's own await_resume.
-      if constexpr (std::is_void_v<Value>) {
-        awaiter_->await_resume();
-        return Expected<void>();
-      } else {
-        return Expected<Value>(awaiter_->await_resume());
-      }
+    // Ready in await_ready (the operation's own await_resume), or its branch
+    // finished; otherwise timed out, and finish() cancels the operation.
+    if (operand_.started() && !operand_.done()) return Expected<Value>(errc::timed_out);
+    if constexpr (std::is_void_v<Value>) {
+      operand_.take();
+      return Expected<void>();
+    } else {
+      return Expected<Value>(operand_.take());
     }
-    if (branch_.done()) {
-      if constexpr (std::is_void_v<Value>) {
-        branch_.result();
-        return Expected<void>();
-      } else {
-        return Expected<Value>(branch_.result());
-      }
-    }
-    return Expected<Value>(errc::timed_out);  // finish() cancels the operation
   }
 
  private:
@@ -184,55 +140,21 @@ class [[nodiscard]] Timeout {
   // it if its leaf is ready) or the timer fired.
   static bool poll(void* self) noexcept {
     auto* t = static_cast<Timeout*>(self);
-    if (t->branch_.step()) return true;
+    if (t->operand_.step()) return true;
     return t->timer_.fired();
   }
 
-  void hold(Op&& op) {
-    if constexpr (kOwnsOp) {
-      ::new (static_cast<void*>(op_storage_)) OpType(std::move(op));
-    } else {
-      op_ = &op;
-    }
-  }
-  OpType& op() noexcept {
-    if constexpr (kOwnsOp) {
-      return *std::launder(reinterpret_cast<OpType*>(op_storage_));
-    } else {
-      return *op_;
-    }
-  }
-
-  // Cancels and destroys in dependency order: the branch (which points at
-  // the awaiter), the timer, the awaiter, then an owned operand. Idempotent.
+  // Cancels and destroys: the operation (its branch, awaiter and an owned
+  // operand; an lvalue Task or an operation with interrupted() is told, see
+  // detail/operand.hpp), then the timer. Idempotent.
   void finish() noexcept {
     if (finished_) return;
     finished_ = true;
-    if constexpr (!kOwnsOp && detail::kIsTask<OpType>) {
-      // A Task passed by reference and interrupted: its chain was suspended
-      // inside our branch, which is going away, so it can never be resumed
-      // correctly. Destroy it; awaiting it again reports invalid_handle.
-      if (branch_.started() && !branch_.done()) op() = OpType();
-    } else if constexpr (!kOwnsOp && requires(OpType & o) { o.interrupted(); }) {
-      // An operation that runs a coroutine chain of its own (e.g.
-      // OnceCell::get_or_init) is told, for the same reason: it cancels
-      // that chain, and awaiting it again starts over.
-      if (branch_.started() && !branch_.done()) op().interrupted();
-    }
-    branch_.reset();
+    operand_.finish();
     timer_.cancel();
-    if constexpr (!kAwaiterIsRef) {
-      if (awaiter_) awaiter_->~Awaiter();
-    }
-    awaiter_ = nullptr;
-    if constexpr (kOwnsOp) op().~OpType();
   }
 
-  alignas(OpType) unsigned char op_storage_[kOwnsOp ? sizeof(OpType) : 1];
-  OpType* op_ = nullptr;  // the operand when held by reference
-  Awaiter* awaiter_ = nullptr;
-  alignas(Awaiter) unsigned char awaiter_storage_[kAwaiterIsRef ? 1 : sizeof(Awaiter)];
-  detail::Branch<Value> branch_;
+  Operand operand_;
   detail::TimerNode timer_;
   Instant deadline_{};
   Duration duration_{};

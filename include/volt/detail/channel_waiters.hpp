@@ -1,0 +1,106 @@
+// volt/detail/channel_waiters.hpp: the operations waiting on one side of a
+// bounded channel (receivers waiting for a value, or senders waiting for
+// room), and the protocol that keeps a wake-up from being lost between the
+// lock-free ring and the waiters.
+//
+// The ring (volt/channel/mpmc.hpp) is lock-free; waiting is not. A waiter
+// registers under `lock_` in one of two places: the fast slot (`fast_`, only
+// when nobody else waits, so it always holds the oldest waiter) or the FIFO
+// list. The side that changes the ring (a send that published a value, a
+// receive that freed a slot) calls wake_one(), which takes the fast slot's
+// waiter with one exchange, without the lock, or else the list's oldest under
+// the lock. The woken operation retries the ring rather than being handed
+// anything, so a woken operation that is destroyed before it retries loses
+// nothing: it passes its wake-up on (cancel()).
+//
+// Dekker flags. wake_one() must not take the lock on every send, so it first
+// reads `waiting_`, which a registrant sets before it re-checks the ring:
+//
+//   registrant (under lock_)              ring changer
+//   R1 waiting_.store(true, seq_cst)      C1 stamp.store(published, seq_cst)
+//   R2 re-check the ring (seq_cst loads)  C2 waiting_.load(seq_cst)
+//
+// All four are seq_cst, so they sit in one total order S. If C2 reads false,
+// C2 precedes R1 in S, so C1 precedes R2 and the re-check sees the change
+// (and the registrant does not wait). If C2 reads true, the changer goes on
+// to wake a waiter, taking the lock if the fast slot is empty, which orders
+// it after any registration in progress. This is a store followed by a load
+// of a different location on each side: with release stores and acquire
+// loads both loads may read the old values (the reordering x86 store buffers
+// and ARM both perform) and both sides miss each other, the lost wake-up the
+// seeds' Zig channel hit on ARM64. tests/model/channel.pml checks the
+// protocol and rejects the acquire/release variant (RELAXED_DEKKER).
+//
+// `waiting_` is cleared only under lock_, and only when the fast slot and the
+// list are both empty; registrants set it under lock_. So whenever a waiter
+// is queued, `waiting_` is true (a stale true after the last waiter left only
+// costs one lock).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "volt/detail/intrusive_list.hpp"
+#include "volt/detail/spin_lock.hpp"
+#include "volt/detail/waker.hpp"
+
+namespace volt::detail {
+
+// One waiting channel operation, living inside the operation object.
+//   kIdle      not registered (the owner may reuse or destroy it)
+//   kQueued    in the fast slot or the list, or taken out of the fast slot by
+//              a waker that has not yet published kNotified
+//   kNotified  taken out and woken: the owner retries the ring
+// The waker is moved out before kNotified is published (release); after that
+// store the waking thread never touches the waiter (its owner may free it).
+struct ChannelWaiter : IntrusiveLink {
+  enum : std::uint32_t { kIdle = 0, kQueued = 1, kNotified = 2 };
+  std::atomic<std::uint32_t> state{kIdle};
+  Waker waker;
+  // acquire: pairs with the waker's release store of kNotified.
+  bool notified() const noexcept { return state.load(std::memory_order_acquire) == kNotified; }
+};
+
+class ChannelWaiters {
+ public:
+  ChannelWaiters() noexcept = default;
+  ChannelWaiters(const ChannelWaiters&) = delete;
+  ChannelWaiters& operator=(const ChannelWaiters&) = delete;
+
+  // Called after the ring changed (C1 above was this thread's last seq_cst
+  // store): wakes the oldest waiter, if any.
+  void wake_one() noexcept {
+    // seq_cst: C2 of the Dekker pair (see the top of this file).
+    if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
+  }
+
+  // Registers `waiter` (whose waker the caller set) unless `recheck(context)`,
+  // run under the lock after the flag is raised, completes the operation.
+  // True: queued (kQueued); false: recheck completed it, nothing queued.
+  // recheck runs under this side's lock: it must not wake the other side
+  // (whose re-checks hold that side's lock and would wake this one); the
+  // caller wakes after enqueue returns.
+  bool enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void* context) noexcept;
+
+  // The operation owning `waiter` (kQueued or kNotified) is being destroyed
+  // or is giving up: withdraws it, and if it had been woken, passes the
+  // wake-up on to the next waiter (what it was woken for may be unclaimed).
+  void cancel(ChannelWaiter* waiter) noexcept;
+
+  // Wakes every waiter (close()).
+  void wake_all() noexcept;
+
+ private:
+  void wake_one_slow() noexcept;
+  // lock_ held: clears waiting_ if nobody is queued.
+  void clear_flag_if_empty() noexcept;
+
+  std::atomic<bool> waiting_{false};
+  // Written by registrants under lock_ (only when list_ is empty); emptied
+  // by wakers with an exchange, under lock_ or not, and by cancel under it.
+  std::atomic<ChannelWaiter*> fast_{nullptr};
+  SpinLock lock_;
+  IntrusiveList<ChannelWaiter> list_;  // guarded by lock_; front is oldest
+};
+
+}  // namespace volt::detail
