@@ -204,6 +204,62 @@ volt::Task<void> synchronisation() {
               stopped.load());
 }
 
+volt::Task<void> produce(volt::mpmc::Sender<int> jobs, int first, int count) {
+  for (int i = first; i < first + count; ++i) {
+    volt::SendResult<int> sent = co_await jobs.send(int{i});  // waits while the channel is full
+    if (!sent) co_return;
+  }
+}
+
+volt::Task<long> consume(volt::mpmc::Receiver<int> jobs, volt::broadcast::Sender<long> progress) {
+  long sum = 0;
+  for (;;) {
+    std::optional<int> job = co_await jobs.recv();
+    if (!job) break;  // closed (the last producer is done) and drained
+    sum += *job;
+  }
+  (void)progress.send(sum);
+  co_return sum;
+}
+
+volt::Task<void> channels() {
+  // Bounded MPMC: 4 producers, 3 consumers, room for 8 jobs.
+  auto [jobs_tx, jobs_rx] = volt::mpmc::channel<int>(8);
+  auto [progress_tx, progress_rx] = volt::broadcast::channel<long>(16);
+  std::vector<volt::JoinHandle<void>> producers;
+  std::vector<volt::JoinHandle<long>> consumers;
+  for (int p = 0; p < 4; ++p)
+    producers.push_back(volt::spawn(produce(jobs_tx, p * 2500, 2500)));
+  for (int c = 0; c < 3; ++c)
+    consumers.push_back(volt::spawn(consume(jobs_rx, progress_tx)));
+  jobs_tx = {};  // only the producers' copies keep it open
+  jobs_rx = {};
+  long total = 0;
+  for (auto& h : consumers)
+    total += co_await h;
+  for (auto& h : producers)
+    co_await h;
+  long reported = 0;
+  while (auto part = progress_rx.try_recv())
+    reported += *part;
+  std::printf("  mpmc: 10000 jobs through a channel of 8, sum %ld (broadcast saw %ld)\n", total,
+              reported);
+
+  // watch: the latest value only; a slow reader sees the last one.
+  auto [config_tx, config_rx] = volt::watch::channel<int>(0);
+  for (int v = 1; v <= 5; ++v)
+    (void)config_tx.send(v);
+  volt::Expected<void> changed = co_await config_rx.changed();
+  std::printf("  watch: after 5 sends the receiver sees %d (changed: %s)\n",
+              *config_rx.borrow_and_update(), changed ? "yes" : "no");
+
+  // select: the first of a receive and a timer; the loser is cancelled.
+  auto [quiet_tx, quiet_rx] = volt::mpmc::channel<int>(1);
+  auto first = co_await volt::select(quiet_rx.recv(), volt::sleep(milliseconds(5)));
+  std::printf("  select: %s won; the receive it cancelled took nothing (len %zu)\n",
+              first.index() == 1 ? "the 5 ms timer" : "the receive", quiet_rx.len());
+}
+
 volt::Task<std::uint64_t> main_task(std::uint64_t tasks) {
   constexpr std::uint64_t kBatch = 1000;
   std::vector<volt::JoinHandle<std::uint64_t>> batches;
@@ -252,6 +308,8 @@ int main(int argc, char** argv) {
   rt.block_on(timers());
   std::printf("synchronisation:\n");
   rt.block_on(synchronisation());
+  std::printf("channels:\n");
+  rt.block_on(channels());
 
   volt::RuntimeStats stats = rt.stats();
   std::printf(

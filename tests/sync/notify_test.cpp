@@ -419,6 +419,32 @@ TEST(NotifyAllocation, WaitingOnNotifiedDoesNotAllocate) {
   EXPECT_EQ(rt.block_on(pingpong_allocations(&ping, &pong)), 0u);
 }
 
+// ---- the cooperative budget ----
+
+// A Notified whose task's budget is spent must not take the permit before it
+// yields: if it is destroyed during that yield (a timeout of zero, a select
+// that another operand wins), the permit would be consumed and never
+// returned. The loop crosses the budget limit many times; after each round
+// the permit is stored iff the timed Notified did not complete.
+Task<int> permits_across_budget(int rounds) {
+  Notify n;
+  int wrong = 0;
+  for (int i = 0; i < rounds; ++i) {
+    n.notify_one();
+    Expected<void> r = co_await timeout(0ms, n.notified());
+    Notify::Notified probe = n.notified();
+    const bool stored = probe.enable();  // takes the permit if it is there
+    if (!r && !stored) ++wrong;          // timed out, yet the permit is gone
+    if (r && stored) ++wrong;            // completed, yet the permit is still there
+  }
+  co_return wrong;
+}
+
+TEST(NotifyBudget, ATimedOutNotifiedNeverTakesThePermitWithIt) {
+  Runtime rt = Runtime::Builder::current_thread().build();
+  EXPECT_EQ(rt.block_on(permits_across_budget(5000)), 0);
+}
+
 // ---- lost-wake-up stresses (multi-thread) ----
 
 class NotifyStress : public ::testing::TestWithParam<Flavour> {};
