@@ -20,6 +20,7 @@
 
 #include "runtime/runtime_support.hpp"
 #include "volt/channel/mpmc.hpp"
+#include "volt/task/select.hpp"
 #include "volt/time/sleep.hpp"
 #include "volt/time/timeout.hpp"
 
@@ -454,11 +455,17 @@ Task<void> stress_consumer(mpmc::Receiver<std::uint64_t> rx, StressCounts* count
   std::vector<std::uint64_t> last(kProducers, 0);  // 1 + the last index seen per producer
   for (;;) {
     std::optional<std::uint64_t> v;
-    if (rng() % 8 == 0) {
+    const unsigned dice = rng() % 8;
+    if (dice == 0) {
       Expected<std::optional<std::uint64_t>> r =
           co_await timeout(std::chrono::microseconds(rng() % 50), rx.recv());
       if (!r) continue;  // timed out: took nothing
       v = std::move(*r);
+    } else if (dice == 1) {
+      // select against a timer: a receive that loses is cancelled.
+      auto r = co_await select(rx.recv(), sleep(std::chrono::microseconds(rng() % 50)));
+      if (r.index() == 1) continue;
+      v = std::move(std::get<0>(r));
     } else {
       v = co_await rx.recv();
     }
@@ -500,6 +507,53 @@ TEST_P(MpmcTest, FourByFourExactlyOnceWithRandomCancellation) {
   }
   EXPECT_EQ(missing, 0u);
   EXPECT_EQ(duplicated, 0u);
+}
+
+// close() while senders and receivers wait: every send that reported success
+// is received exactly once, every refused send got its value back, and
+// everybody finishes.
+Task<std::uint64_t> send_until_closed(mpmc::Sender<std::uint64_t> tx, std::uint64_t base,
+                                      std::vector<std::uint8_t>* sent) {
+  std::uint64_t count = 0;
+  for (std::uint64_t i = 0;; ++i) {
+    SendResult<std::uint64_t> r = co_await tx.send(base + i);
+    if (!r) {
+      EXPECT_EQ(r.error(), make_error_code(errc::closed));
+      EXPECT_EQ(r.take_back(), base + i) << "a refused send lost its value";
+      co_return count;
+    }
+    (*sent)[i] = 1;
+    ++count;
+  }
+}
+
+TEST_P(MpmcTest, CloseWhileSendersAndReceiversWaitLosesNothing) {
+  Runtime rt = make_runtime(GetParam());
+  constexpr std::uint64_t kSpan = 1'000'000;  // values of producer p: p * kSpan + i
+  for (int round = 0; round < static_cast<int>(scale(20)); ++round) {
+    auto [tx, rx] = mpmc::channel<std::uint64_t>(4);
+    StressCounts counts(kProducers * kSpan);
+    std::vector<std::vector<std::uint8_t>> sent(kProducers, std::vector<std::uint8_t>(kSpan, 0));
+    std::vector<JoinHandle<std::uint64_t>> producers;
+    std::vector<JoinHandle<void>> consumers;
+    for (std::uint64_t c = 0; c < kConsumers; ++c)
+      consumers.push_back(rt.spawn(stress_consumer(rx, &counts, kSpan, 50 + c)));
+    for (std::uint64_t p = 0; p < kProducers; ++p)
+      producers.push_back(rt.spawn(send_until_closed(tx, p * kSpan, &sent[p])));
+    std::this_thread::sleep_for(std::chrono::microseconds(200 + 300 * (round % 4)));
+    (round % 2 ? tx : mpmc::Sender<std::uint64_t>(tx)).close();
+    std::uint64_t total = 0;
+    for (auto& h : producers)
+      total += h.join();
+    for (auto& h : consumers)
+      h.join();
+    EXPECT_EQ(counts.received.load(), total) << "round " << round;
+    for (std::uint64_t p = 0; p < kProducers; ++p)
+      for (std::uint64_t i = 0; i < kSpan && (sent[p][i] || counts.seen[p * kSpan + i].load()); ++i)
+        ASSERT_EQ(counts.seen[p * kSpan + i].load(), sent[p][i])
+            << "value " << p * kSpan + i << ": sent " << int(sent[p][i]) << " times, received "
+            << int(counts.seen[p * kSpan + i].load());
+  }
 }
 
 }  // namespace

@@ -35,7 +35,10 @@
 //  - recv_blocking / send_blocking on a runtime thread:
 //    volt::Error(errc::blocking_in_runtime).
 //  - An operation (Send, Recv) borrows its channel through the handle: the
-//    handle must outlive it (as a Tokio future borrows its receiver).
+//    handle must outlive it (as a Tokio future borrows its receiver). Only
+//    the task that first awaited an operation may await it again.
+//  - T's move constructor must be noexcept (checked at compile time): a
+//    slot is claimed before the value moves, and cannot be given back.
 //
 // Ring: the slot for position p (p counts laps and indices without a
 // division: stamp = lap * one_lap + index) holds a stamp. stamp == p: free for
@@ -76,10 +79,19 @@ inline constexpr std::size_t kMaxCapacity = std::size_t{1} << 30;
 
 namespace detail {
 
-enum class RingResult { kDone, kNotNow, kClosed };  // kNotNow: full or empty
+// kNotNow: full or empty. kDoneClosing (try_push only): pushed, but the
+// channel was closed while this send was in flight: every receiver must be
+// woken, not one (see try_push).
+enum class RingResult { kDone, kDoneClosing, kNotNow, kClosed };
 
 template <class T>
 class Channel {
+  // A slot is claimed (CAS) before the value is moved in or out: a throwing
+  // move would leave it claimed and never published or freed, and the ring
+  // stuck for good.
+  static_assert(std::is_nothrow_move_constructible_v<T>,
+                "mpmc::channel<T>: T's move constructor must be noexcept");
+
  public:
   explicit Channel(std::size_t capacity)
       : capacity_(capacity),
@@ -103,7 +115,7 @@ class Channel {
   }
 
   // Moves `value` into the ring if there is room (only then).
-  RingResult try_push(T& value) noexcept(std::is_nothrow_move_constructible_v<T>) {
+  RingResult try_push(T& value) noexcept {
     std::uint64_t tail = tail_.load(std::memory_order_relaxed);
     int in_flight_spins = 0;
     for (;;) {
@@ -122,6 +134,14 @@ class Channel {
           // seq_cst: publishes the value (release) and is C1 of the Dekker
           // pair: the receivers' wake_one() flag load comes after it in S.
           slot.stamp.store(tail + 1, std::memory_order_seq_cst);
+          // Closed between our claim and this publish? close()'s wake_all
+          // may then have run while this slot was in flight, and receivers
+          // it woke found the head slot unwritten and queued again: one
+          // wake_one would leave all but one of them waiting on a closed,
+          // empty channel. seq_cst: either this load sees the mark, or
+          // close()'s fetch_or follows our stamp store in the total order
+          // and its wake_all lets everyone queued before it see the value.
+          if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
           return RingResult::kDone;
         }
         continue;  // tail was reloaded by the failed CAS
@@ -144,7 +164,7 @@ class Channel {
   }
 
   // Moves the oldest value into `out` if there is one.
-  RingResult try_pop(std::optional<T>& out) noexcept(std::is_nothrow_move_constructible_v<T>) {
+  RingResult try_pop(std::optional<T>& out) noexcept {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     int in_flight_spins = 0;
     for (;;) {
@@ -173,10 +193,14 @@ class Channel {
           return (tail & mark_bit_) ? RingResult::kClosed : RingResult::kNotNow;
         if (++in_flight_spins > kInFlightSpins) return RingResult::kNotNow;
         volt::detail::SpinLock::pause();
-      } else if (stamp < head && ++in_flight_spins > kInFlightSpins) {
+      } else if (stamp < head) {
         // The previous lap's receive at this slot is still reading it, so
-        // the send at head cannot have written yet.
-        return RingResult::kNotNow;
+        // no send can have claimed head: tail == head. If the channel is
+        // closed, nothing more will come (and nobody would wake us).
+        const std::uint64_t tail = tail_.load(std::memory_order_seq_cst);
+        if ((tail & mark_bit_) && (tail & ~mark_bit_) == head) return RingResult::kClosed;
+        if (++in_flight_spins > kInFlightSpins) return RingResult::kNotNow;
+        volt::detail::SpinLock::pause();
       }
       // (stamp beyond head + 1: another receiver took head; reload it.)
       head = head_.load(std::memory_order_relaxed);
@@ -201,8 +225,11 @@ class Channel {
     // Two loads: exact when nothing runs concurrently, a snapshot otherwise.
     const std::uint64_t tail = tail_.load(std::memory_order_acquire) & ~mark_bit_;
     const std::uint64_t head = head_.load(std::memory_order_acquire);
-    const std::uint64_t n = position(tail) - position(head);
-    return n > capacity_ ? capacity_ : static_cast<std::size_t>(n);
+    const std::uint64_t t = position(tail);
+    const std::uint64_t h = position(head);
+    // head loaded after tail may have passed it (values taken meanwhile).
+    if (h >= t) return 0;
+    return t - h > capacity_ ? capacity_ : static_cast<std::size_t>(t - h);
   }
 
   // Whether the receive at head / the send at tail could proceed now
@@ -228,6 +255,15 @@ class Channel {
   }
   void pass_on_after_woken_send() noexcept {
     if (room_at_tail()) send_waiters_.wake_one();
+  }
+
+  // After a push (kDone / kDoneClosing).
+  void wake_receivers(RingResult pushed) noexcept {
+    if (pushed == RingResult::kDoneClosing) {
+      recv_waiters_.wake_all();
+    } else {
+      recv_waiters_.wake_one();
+    }
   }
 
   volt::detail::ChannelWaiters& recv_waiters() noexcept { return recv_waiters_; }
@@ -315,9 +351,10 @@ class Sender {
   // the value handed back.
   SendResult<T> try_send(T value) {
     if (!channel_) return SendResult<T>(errc::closed, std::move(value));
-    switch (channel_->try_push(value)) {
+    switch (const detail::RingResult pushed = channel_->try_push(value)) {
       case detail::RingResult::kDone:
-        channel_->recv_waiters().wake_one();
+      case detail::RingResult::kDoneClosing:
+        channel_->wake_receivers(pushed);
         return SendResult<T>();
       case detail::RingResult::kNotNow:
         return SendResult<T>(errc::full, std::move(value));
@@ -361,7 +398,11 @@ class Sender {
         return true;
       }
       volt::detail::TaskHeader* task = volt::detail::suspend_current(self, &ready_check, this);
-      if (phase_ == kQueued) return true;  // re-awaited while queued
+      // Re-awaited while queued (an lvalue operand of a timeout or select
+      // that lost): it may have been woken meanwhile, with no poll left to
+      // run the check (a select that yielded between asking and starting
+      // it), so look now.
+      if (phase_ == kQueued) return !ready_check(this);
       return enqueue(task);
     }
     SendResult<T> await_resume() {
@@ -377,10 +418,12 @@ class Sender {
     // re-check holds that one and would take ours: lock-order inversion).
     // enqueue() wakes after the lock is released instead.
     bool attempt(bool wake_receiver = true) {
-      switch (channel_->try_push(value_)) {
+      switch (const detail::RingResult pushed = channel_->try_push(value_)) {
         case detail::RingResult::kDone:
+        case detail::RingResult::kDoneClosing:
           phase_ = kSent;
-          if (wake_receiver) channel_->recv_waiters().wake_one();
+          pushed_ = pushed;
+          if (wake_receiver) channel_->wake_receivers(pushed);
           return true;
         case detail::RingResult::kClosed:
           phase_ = kClosed;
@@ -399,7 +442,7 @@ class Sender {
         return true;
       }
       waiter_.waker = volt::detail::Waker();
-      if (phase_ == kSent) channel_->recv_waiters().wake_one();
+      if (phase_ == kSent) channel_->wake_receivers(pushed_);
       return false;
     }
     static bool recheck(void* self) { return static_cast<Send*>(self)->attempt(false); }
@@ -431,6 +474,7 @@ class Sender {
     T value_;
     volt::detail::ChannelWaiter waiter_;
     Phase phase_ = kStart;
+    detail::RingResult pushed_ = detail::RingResult::kDone;  // how kSent happened
   };
   Send send(T value) { return Send(channel_, std::move(value)); }
 
@@ -460,7 +504,7 @@ class Sender {
     }
     if (attempt.result == detail::RingResult::kClosed)
       return SendResult<T>(errc::closed, std::move(value));
-    channel_->recv_waiters().wake_one();
+    channel_->wake_receivers(attempt.result);
     if (woken) channel_->pass_on_after_woken_send();
     return SendResult<T>();
   }
@@ -504,6 +548,7 @@ class Receiver {
     std::optional<T> value;
     switch (channel_->try_pop(value)) {
       case detail::RingResult::kDone:
+      case detail::RingResult::kDoneClosing:  // (from pushes only)
         channel_->send_waiters().wake_one();
         return Expected<T>(std::move(*value));
       case detail::RingResult::kNotNow:
@@ -542,7 +587,11 @@ class Receiver {
         return true;
       }
       volt::detail::TaskHeader* task = volt::detail::suspend_current(self, &ready_check, this);
-      if (phase_ == kQueued) return true;  // re-awaited while queued
+      // Re-awaited while queued (an lvalue operand of a timeout or select
+      // that lost): it may have been woken meanwhile, with no poll left to
+      // run the check (a select that yielded between asking and starting
+      // it), so look now.
+      if (phase_ == kQueued) return !ready_check(this);
       return enqueue(task);
     }
     std::optional<T> await_resume() {
@@ -556,6 +605,7 @@ class Receiver {
     bool attempt(bool wake_sender = true) {
       switch (channel_->try_pop(value_)) {
         case detail::RingResult::kDone:
+        case detail::RingResult::kDoneClosing:  // (from pushes only)
           if (wake_sender) channel_->send_waiters().wake_one();
           [[fallthrough]];
         case detail::RingResult::kClosed:
