@@ -19,7 +19,17 @@
  * Also asserted: head <= tail <= head + CAP, and exactly the values sent
  * were received.
  *
- * Not modelled: close (wakes everyone: cannot lose a wake-up), the value
+ * With -DCLOSE a closer process sets the closed mark (a bit of the tail
+ * word) and wakes both sides at any point; consumers then receive until
+ * they see the channel closed and drained, producers send until refused, and
+ * the end state requires received == sent. Closing is not "wake everyone,
+ * done": a send claimed before the mark and published after close()'s
+ * wake_all, with receivers re-queued behind its slot, must wake them all
+ * (DONE_CLOSING; negative control NO_CLOSING_WAKE_ALL), and a receive behind
+ * a slot the previous lap's receive still reads must see the mark
+ * (NO_CLOSED_BEHIND_READ).
+ *
+ * Not modelled: the value
  * itself (only positions), the waker (a woken task re-polls and runs the
  * ResumeSlot check = the model's retry), the budget yield (a delay), the
  * bounded spin on an in-flight slot (the model reports kNotNow at once; a
@@ -38,9 +48,10 @@
  *
  * Switches: -DCAP=n -DNP=n -DNC=n -DNV=n (values per producer) -DQUOTA=n
  * (values per consumer; NC*QUOTA must equal NP*NV), -DCANCEL=n (waits that
- * may be cancelled, in total), negative controls -DRELAXED_DEKKER,
- * -DNO_PASS_ON (no wake-up chain after a woken success), -DNO_PASS_CANCEL
- * (a cancelled woken waiter drops its wake-up).
+ * may be cancelled, in total), -DCLOSE (a closer; QUOTA is then ignored),
+ * negative controls -DRELAXED_DEKKER, -DNO_PASS_ON (no wake-up chain after a
+ * woken success), -DNO_PASS_CANCEL (a cancelled woken waiter drops its
+ * wake-up), -DNO_CLOSING_WAKE_ALL, -DNO_CLOSED_BEHIND_READ (see above).
  */
 
 #ifndef CAP
@@ -73,12 +84,16 @@
 
 #define NOTNOW 0
 #define DONE 1
+#define CLOSED 2
+#define DONE_CLOSING 3
 
 byte head = 0;
 byte tail = 0;
 byte stamp[CAP];
 byte received = 0;
 byte cancels = CANCEL;
+byte sent_total = 0;
+bit closed = 0;
 
 /* per side: the Dekker flag, the fast slot, the lock, the FIFO list */
 bit flag[2];
@@ -156,17 +171,23 @@ inline wake_one(q, seen) {
 }
 
 /* Channel::try_push. `pre` = the receivers' flag as read before the
- * publishing store (RELAXED_DEKKER only). */
+ * publishing store (RELAXED_DEKKER only). The closed mark is a bit of the
+ * tail word: (tail, closed) are read and CASed together. DONE_CLOSING: the
+ * mark was set between the claim and the publish (the load after it). */
 inline try_push(res) {
   res = NOTNOW;
   do
-  :: t = tail;
+  :: atomic { t = tail; c = closed };
+     if
+     :: c -> res = CLOSED; break
+     :: else -> skip
+     fi;
      s = stamp[t % CAP];
      if
      :: s == 2 * t ->
         atomic {
           if
-          :: tail == t -> tail = t + 1; claimed = 1
+          :: tail == t && !closed -> tail = t + 1; claimed = 1
           :: else -> claimed = 0
           fi
         };
@@ -176,14 +197,18 @@ inline try_push(res) {
            pre = flag[RECV];
 #endif
            stamp[t % CAP] = 2 * t + 1;             /* publish: C1 */
-           res = DONE; claimed = 0; break
+           res = DONE; claimed = 0;
+#ifndef NO_CLOSING_WAKE_ALL
+           if :: closed -> res = DONE_CLOSING :: else -> skip fi;
+#endif
+           break
         :: else -> skip                            /* CAS lost: retry */
         fi
      :: s < 2 * t -> break                         /* full, or a receive in flight */
      :: s > 2 * t -> skip                          /* stale tail: retry */
      fi
   od;
-  t = 0; s = 0
+  t = 0; s = 0; c = 0
 }
 
 inline try_pop(res) {
@@ -208,11 +233,52 @@ inline try_pop(res) {
            res = DONE; claimed = 0; break
         :: else -> skip
         fi
-     :: s <= 2 * h -> break                        /* empty, or a send in flight */
+     :: s == 2 * h ->                              /* empty, or a send in flight */
+        atomic { t = tail; c = closed };
+        if
+        :: t == h && c -> res = CLOSED
+        :: else -> skip
+        fi;
+        break
+     :: s < 2 * h ->                               /* the previous lap's receive still reads */
+#ifndef NO_CLOSED_BEHIND_READ
+        atomic { t = tail; c = closed };
+        if
+        :: t == h && c -> res = CLOSED
+        :: else -> skip
+        fi;
+#endif
+        break
      :: s > 2 * h + 1 -> skip                      /* stale head: retry */
      fi
   od;
-  h = 0; s = 0
+  h = 0; s = 0; t = 0; c = 0
+}
+
+/* Channel::close: the mark, then every waiter of both sides. */
+inline wake_all(q) {
+  lock(q);
+  do
+  :: atomic { w = fast[q]; fast[q] = 0 };
+     if
+     :: w == 0 && qlen[q] > 0 -> k = 0; list_at(q, k, w); list_remove_at(q, k)
+     :: else -> skip
+     fi;
+     if
+     :: w != 0 -> state[w] = NOTIFIED
+     :: else -> break
+     fi
+  od;
+  clear_if_empty(q);
+  unlock(q);
+  w = 0; k = 0
+}
+
+inline wake_receivers(res, seen) {
+  if
+  :: res == DONE_CLOSING -> wake_all(RECV)
+  :: else -> wake_one(RECV, seen)
+  fi
 }
 
 #ifdef RELAXED_DEKKER
@@ -230,7 +296,7 @@ inline enqueue(q, me, queued) {
   :: else -> try_push(res)
   fi;
   if
-  :: res == DONE -> clear_if_empty(q); unlock(q); queued = 0
+  :: res != NOTNOW -> clear_if_empty(q); unlock(q); queued = 0
   :: else ->
      state[me] = QUEUED;
      if
@@ -283,16 +349,17 @@ inline cancel(q, me) {
   w = 0; k = 0
 }
 
+/* Producer `me`: NV sends, or until the channel is closed. */
 proctype producer(byte me) {
   byte sent = 0, res, t, h, s, w, k;
-  bit claimed, pre, queued, woken;
+  bit claimed, pre, queued, woken, c;
   do
   :: sent == NV -> break
   :: else ->
      try_push(res);
      if
-     :: res == DONE ->
-        wake_one(RECV, SEEN(RECV));
+     :: res == DONE || res == DONE_CLOSING ->
+        wake_receivers(res, SEEN(RECV));
 #ifndef NO_PASS_ON
         if
         :: woken ->                                /* pass_on_after_woken_send */
@@ -302,11 +369,14 @@ proctype producer(byte me) {
         :: else -> skip
         fi;
 #endif
-        woken = 0; sent++
-     :: else ->
+        woken = 0; sent++; atomic { sent_total++ }
+     :: res == CLOSED -> break
+     :: res == NOTNOW ->
         enqueue(SEND, me, queued);
         if
-        :: !queued -> wake_one(RECV, flag[RECV]); woken = 0; sent++
+        :: !queued && res == CLOSED -> break
+        :: !queued && res != CLOSED ->
+           wake_receivers(res, flag[RECV]); woken = 0; sent++; atomic { sent_total++ }
         :: queued ->
            if
            :: state[me] == NOTIFIED -> state[me] = IDLE; woken = 1
@@ -317,11 +387,15 @@ proctype producer(byte me) {
   od
 }
 
+/* Consumer `me`: QUOTA values, or (CLOSE) until the channel is closed and
+ * drained. */
 proctype consumer(byte me) {
   byte got = 0, res, t, h, s, w, k;
-  bit claimed, pre, queued, woken;
+  bit claimed, pre, queued, woken, c;
   do
+#ifndef CLOSE
   :: got == QUOTA -> break
+#endif
   :: else ->
      try_pop(res);
      if
@@ -337,10 +411,13 @@ proctype consumer(byte me) {
         fi;
 #endif
         woken = 0; got++; atomic { received++ }
-     :: else ->
+     :: res == CLOSED -> break
+     :: res == NOTNOW ->
         enqueue(RECV, me, queued);
         if
-        :: !queued -> wake_one(SEND, flag[SEND]); woken = 0; got++; atomic { received++ }
+        :: !queued && res == CLOSED -> break
+        :: !queued && res == DONE ->
+           wake_one(SEND, flag[SEND]); woken = 0; got++; atomic { received++ }
         :: queued ->
            if
            :: state[me] == NOTIFIED -> state[me] = IDLE; woken = 1
@@ -350,6 +427,16 @@ proctype consumer(byte me) {
      fi
   od
 }
+
+#ifdef CLOSE
+/* close() from any handle, at any point. */
+proctype closer() {
+  byte w, k;
+  closed = 1;                                      /* fetch_or of the mark */
+  wake_all(RECV);
+  wake_all(SEND)
+}
+#endif
 
 /* The ring never holds more than CAP values nor fewer than none. */
 active proctype invariants() {
@@ -361,7 +448,9 @@ endinv:
 
 init {
   byte i;
+#ifndef CLOSE
   assert(NC * QUOTA == NP * NV);
+#endif
   atomic {
     i = 0;
     do
@@ -376,10 +465,16 @@ init {
     do
     :: i <= NP + NC -> run consumer(i); i++
     :: else -> break
-    od
+    od;
+#ifdef CLOSE
+    run closer();
+#endif
   };
   /* every process has finished: everything sent was received */
   (_nr_pr == 2);
+  assert(received == sent_total);
+#ifndef CLOSE
   assert(received == NP * NV);
+#endif
   assert(head == tail)
 }
