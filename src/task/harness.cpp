@@ -176,6 +176,10 @@ bool coop_try_consume() noexcept {
   return true;
 }
 
+bool coop_budget_spent() noexcept {
+  return tls_context.current_task != nullptr && tls_context.budget <= 0;
+}
+
 void yield_current(std::coroutine_handle<> suspended) {
   yield_current(suspended, nullptr, nullptr);
 }

@@ -402,7 +402,7 @@ class Sender {
       // that lost): it may have been woken meanwhile, with no poll left to
       // run the check (a select that yielded between asking and starting
       // it), so look now.
-      if (phase_ == kQueued) return !ready_check(this);
+      if (phase_ == kQueued) return !check(task);
       return enqueue(task);
     }
     SendResult<T> await_resume() {
@@ -453,9 +453,14 @@ class Sender {
       if (phase_ == kSent) channel_->pass_on_after_woken_send();
       return true;
     }
-    // The ResumeSlot check: runs when the task is polled, before it resumes.
+    // The ResumeSlot check (called out of line by the task's poll; the task
+    // is current). await_suspend calls check() with the task it has, so no
+    // thread_local is read inside the coroutine body.
     static bool ready_check(void* context) noexcept {
-      Send& self = *static_cast<Send*>(context);
+      return static_cast<Send*>(context)->check(volt::detail::tls_context.current_task);
+    }
+    bool check(volt::detail::TaskHeader* task) noexcept {
+      Send& self = *this;
       switch (self.phase_) {
         case kQueued:
           if (self.retry_if_notified()) return true;
@@ -467,7 +472,7 @@ class Sender {
         default:
           return true;
       }
-      return !self.enqueue(volt::detail::tls_context.current_task);
+      return !self.enqueue(task);
     }
 
     detail::Channel<T>* channel_;
@@ -591,7 +596,7 @@ class Receiver {
       // that lost): it may have been woken meanwhile, with no poll left to
       // run the check (a select that yielded between asking and starting
       // it), so look now.
-      if (phase_ == kQueued) return !ready_check(this);
+      if (phase_ == kQueued) return !check(task);
       return enqueue(task);
     }
     std::optional<T> await_resume() {
@@ -636,7 +641,10 @@ class Receiver {
       return true;
     }
     static bool ready_check(void* context) noexcept {
-      Recv& self = *static_cast<Recv*>(context);
+      return static_cast<Recv*>(context)->check(volt::detail::tls_context.current_task);
+    }
+    bool check(volt::detail::TaskHeader* task) noexcept {
+      Recv& self = *this;
       switch (self.phase_) {
         case kQueued:
           if (self.retry_if_notified()) return true;
@@ -648,7 +656,7 @@ class Receiver {
         default:
           return true;
       }
-      return !self.enqueue(volt::detail::tls_context.current_task);
+      return !self.enqueue(task);
     }
 
     detail::Channel<T>* channel_;

@@ -46,6 +46,11 @@ void join_handle_abort(TaskHeader* task) noexcept;
 void join_handle_block(TaskHeader* task);
 // Consumes a cooperative-budget unit; false when the poll's budget is spent.
 bool coop_try_consume() noexcept;
+// Whether the current task's poll has no budget left, without spending any.
+// Out of line as coop_try_consume: inlined into a coroutine body, a
+// thread_local's address can be computed on one thread and used after the
+// coroutine resumed on another (UBSan caught it as a null ThreadContext).
+bool coop_budget_spent() noexcept;
 // Suspends the current task for one trip through its scheduler's queue.
 void yield_current(std::coroutine_handle<> suspended);
 // The same, with a ResumeSlot check that runs when the task is polled again:

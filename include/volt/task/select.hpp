@@ -119,11 +119,6 @@ inline std::uint32_t select_random(std::uint32_t n) noexcept {
   return static_cast<std::uint32_t>(((z >> 32) * n) >> 32);
 }
 
-// Whether the current task's poll has no budget left (see coop_try_consume).
-inline bool coop_budget_spent() noexcept {
-  return tls_context.current_task != nullptr && tls_context.budget <= 0;
-}
-
 }  // namespace detail
 
 // The state machine (phase_), run only by the awaiting task (its
