@@ -639,8 +639,14 @@ Task<void> bounce(Receiver<int> rx, Sender<int> tx, int rounds) {
 }
 
 Task<std::uint64_t> waiting_recv_allocations(int rounds) {
-  auto [to_peer, peer_rx] = broadcast::channel<int>(4);
-  auto [to_me, my_rx] = broadcast::channel<int>(4);
+  auto to_peer_peer_rx_pair =
+      broadcast::channel<int>(4);  // not a structured binding: lambdas capture these (clang 14)
+  auto& to_peer = to_peer_peer_rx_pair.first;
+  auto& peer_rx = to_peer_peer_rx_pair.second;
+  auto to_me_my_rx_pair =
+      broadcast::channel<int>(4);  // not a structured binding: lambdas capture these (clang 14)
+  auto& to_me = to_me_my_rx_pair.first;
+  auto& my_rx = to_me_my_rx_pair.second;
   JoinHandle<void> peer = volt::spawn(bounce(std::move(peer_rx), std::move(to_me), 2 * rounds));
   auto round = [&]() -> Task<void> {
     for (int i = 0; i < rounds; ++i) {

@@ -359,8 +359,14 @@ TEST_P(MpmcTest, AWokenReceiverThatIsCancelledPassesTheWakeUpOn) {
 // ---- allocations ----
 
 Task<std::uint64_t> pingpong_allocations(int rounds) {
-  auto [to_peer, peer_rx] = mpmc::channel<int>(1);
-  auto [to_me, my_rx] = mpmc::channel<int>(1);
+  // Not structured bindings: the lambda below captures these (clang 14
+  // cannot capture a structured binding).
+  auto there = mpmc::channel<int>(1);
+  auto back = mpmc::channel<int>(1);
+  mpmc::Sender<int>& to_peer = there.first;
+  mpmc::Receiver<int>& peer_rx = there.second;
+  mpmc::Sender<int>& to_me = back.first;
+  mpmc::Receiver<int>& my_rx = back.second;
   JoinHandle<void> peer =
       volt::spawn([](mpmc::Receiver<int> rx, mpmc::Sender<int> tx, int rounds) -> Task<void> {
         for (int i = 0; i < 2 * rounds; ++i) {

@@ -209,7 +209,7 @@ TEST(UnboundedBlocking, ProducerThreadsToABlockedReceiverExactlyOnce) {
   auto [tx, rx] = mpsc::unbounded_channel<int>();
   std::vector<std::thread> producers;
   for (int t = 0; t < kThreads; ++t) {
-    producers.emplace_back([tx = tx, t, per]() mutable {
+    producers.emplace_back([tx = tx, t]() mutable {
       for (int i = 0; i < per; ++i) {
         EXPECT_TRUE(tx.send(t * per + i));
         if (i % 1000 == 0) std::this_thread::sleep_for(50us);  // let the receiver block
@@ -385,8 +385,14 @@ TEST_P(UnboundedTest, AbortingAWaitingReceiverLosesNoValue) {
 // ---- allocations ----
 
 Task<std::uint64_t> pingpong_allocations(int rounds) {
-  auto [to_peer, peer_rx] = mpsc::unbounded_channel<int>();
-  auto [to_me, my_rx] = mpsc::unbounded_channel<int>();
+  auto to_peer_peer_rx_pair =
+      mpsc::unbounded_channel<int>();  // not a structured binding: lambdas capture these (clang 14)
+  auto& to_peer = to_peer_peer_rx_pair.first;
+  auto& peer_rx = to_peer_peer_rx_pair.second;
+  auto to_me_my_rx_pair =
+      mpsc::unbounded_channel<int>();  // not a structured binding: lambdas capture these (clang 14)
+  auto& to_me = to_me_my_rx_pair.first;
+  auto& my_rx = to_me_my_rx_pair.second;
   JoinHandle<void> peer =
       volt::spawn([](mpsc::UnboundedReceiver<int> rx, mpsc::UnboundedSender<int> tx) -> Task<void> {
         for (;;) {
@@ -425,7 +431,10 @@ static_assert(sizeof(mpsc::detail::Block<Big>) > volt::detail::kMaxPooledSize);
 
 TEST(UnboundedAllocation, SteadyStateSendAndReceiveReuseBlocks) {
   if (kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
-  auto [tx, rx] = mpsc::unbounded_channel<Big>();
+  auto tx_rx_pair =
+      mpsc::unbounded_channel<Big>();  // not a structured binding: lambdas capture these (clang 14)
+  auto& tx = tx_rx_pair.first;
+  auto& rx = tx_rx_pair.second;
   auto exchange = [&](int n) {
     for (int i = 0; i < n; ++i) {
       Big big{};
@@ -444,7 +453,10 @@ TEST(UnboundedAllocation, SteadyStateSendAndReceiveReuseBlocks) {
 
 TEST(UnboundedAllocation, BurstsAllocateBoundedBlocks) {
   if (kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
-  auto [tx, rx] = mpsc::unbounded_channel<Big>();
+  auto tx_rx_pair =
+      mpsc::unbounded_channel<Big>();  // not a structured binding: lambdas capture these (clang 14)
+  auto& tx = tx_rx_pair.first;
+  auto& rx = tx_rx_pair.second;
   constexpr int kBurst = 10 * 32;  // ten blocks in flight at the peak
   auto burst = [&] {
     for (int i = 0; i < kBurst; ++i)

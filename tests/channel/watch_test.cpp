@@ -139,7 +139,10 @@ TEST(WatchValue, SenderGoneMakesHasChangedClosed) {
 }
 
 TEST(WatchValue, MovedFromAndDefaultHandlesBehaveAsClosed) {
-  auto [tx, rx] = watch::channel<int>(1);
+  auto tx_rx_pair =
+      watch::channel<int>(1);  // not a structured binding: lambdas capture these (clang 14)
+  auto& tx = tx_rx_pair.first;
+  auto& rx = tx_rx_pair.second;
   watch::Sender<int> tx2 = std::move(tx);
   watch::Receiver<int> rx2 = std::move(rx);
   SendResult<int> r = tx.send(2);
@@ -293,8 +296,14 @@ TEST(WatchAllocation, SendAndObserveDoNotAllocate) {
 }
 
 Task<std::uint64_t> pingpong_allocations(int rounds) {
-  auto [to_peer, peer_rx] = watch::channel<int>(0);
-  auto [to_me, my_rx] = watch::channel<int>(0);
+  auto to_peer_peer_rx_pair =
+      watch::channel<int>(0);  // not a structured binding: lambdas capture these (clang 14)
+  auto& to_peer = to_peer_peer_rx_pair.first;
+  auto& peer_rx = to_peer_peer_rx_pair.second;
+  auto to_me_my_rx_pair =
+      watch::channel<int>(0);  // not a structured binding: lambdas capture these (clang 14)
+  auto& to_me = to_me_my_rx_pair.first;
+  auto& my_rx = to_me_my_rx_pair.second;
   JoinHandle<void> peer =
       volt::spawn([](watch::Receiver<int> rx, watch::Sender<int> tx) -> Task<void> {
         for (;;) {
@@ -397,7 +406,7 @@ TEST(WatchStress, APlainThreadSenderAgainstWaitingWatchers) {
   for (int w = 0; w < 3; ++w)
     watchers.push_back(rt.spawn(watcher(rx)));
   rx = watch::Receiver<std::uint64_t>();
-  std::thread sender([tx = std::move(tx), n]() mutable {
+  std::thread sender([tx = std::move(tx)]() mutable {
     for (std::uint64_t i = 1; i <= n; ++i) {
       EXPECT_TRUE(tx.send(std::uint64_t{i}));
       if (i % 256 == 0) std::this_thread::sleep_for(10us);
