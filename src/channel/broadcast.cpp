@@ -44,47 +44,25 @@
 
 #include <utility>
 
+#include "detail/waiter_ring.hpp"
 #include "volt/detail/wake_list.hpp"
 
 namespace volt::broadcast::detail {
 
 namespace {
 
+using volt::detail::ring_empty;
+using volt::detail::ring_move_all;
+using volt::detail::ring_push_back;
+using volt::detail::ring_unlink;
+
 // ---- the circular waiter ring (all under Core::lock) ----
-
-bool ring_empty(const WaiterLink& sentinel) noexcept {
-  return sentinel.next == &sentinel;
-}
-
-void ring_push_back(WaiterLink& sentinel, WaiterLink* node) noexcept {
-  node->prev = sentinel.prev;
-  node->next = &sentinel;
-  sentinel.prev->next = node;
-  sentinel.prev = node;
-}
-
-void ring_unlink(WaiterLink* node) noexcept {
-  node->prev->next = node->next;
-  node->next->prev = node->prev;
-  node->prev = node->next = nullptr;
-}
 
 Waiter* ring_pop_front(WaiterLink& sentinel) noexcept {
   if (ring_empty(sentinel)) return nullptr;
   WaiterLink* node = sentinel.next;
   ring_unlink(node);
   return static_cast<Waiter*>(node);
-}
-
-// Moves every node of `from` onto the empty ring `to`.
-void ring_move_all(WaiterLink& from, WaiterLink& to) noexcept {
-  to.prev = to.next = &to;
-  if (ring_empty(from)) return;
-  to.next = from.next;
-  to.prev = from.prev;
-  to.next->prev = &to;
-  to.prev->next = &to;
-  from.prev = from.next = &from;
 }
 
 }  // namespace

@@ -56,6 +56,7 @@
 #include <utility>
 
 #include "detail/thread_parker.hpp"
+#include "detail/waiter_ring.hpp"
 #include "volt/detail/wake_list.hpp"
 #include "volt/error.hpp"
 
@@ -64,44 +65,20 @@ namespace volt {
 using detail::NotifyKind;
 using detail::NotifyLink;
 using detail::NotifyWaiter;
+using detail::ring_empty;
+using detail::ring_move_all;
+using detail::ring_push_back;
+using detail::ring_unlink;
 
 namespace {
 
 // ---- the circular waiter ring (all under Notify::lock_) ----
-
-bool ring_empty(const NotifyLink& sentinel) noexcept {
-  return sentinel.next == &sentinel;
-}
-
-void ring_push_back(NotifyLink& sentinel, NotifyLink* node) noexcept {
-  node->prev = sentinel.prev;
-  node->next = &sentinel;
-  sentinel.prev->next = node;
-  sentinel.prev = node;
-}
-
-void ring_unlink(NotifyLink* node) noexcept {
-  node->prev->next = node->next;
-  node->next->prev = node->prev;
-  node->prev = node->next = nullptr;
-}
 
 NotifyWaiter* ring_pop(NotifyLink& sentinel, bool newest) noexcept {
   if (ring_empty(sentinel)) return nullptr;
   NotifyLink* node = newest ? sentinel.prev : sentinel.next;
   ring_unlink(node);
   return static_cast<NotifyWaiter*>(node);
-}
-
-// Moves every node of `from` onto the empty ring `to`.
-void ring_move_all(NotifyLink& from, NotifyLink& to) noexcept {
-  to.prev = to.next = &to;
-  if (ring_empty(from)) return;
-  to.next = from.next;
-  to.prev = from.prev;
-  to.next->prev = &to;
-  to.prev->next = &to;
-  from.prev = from.next = &from;
 }
 
 }  // namespace
