@@ -104,5 +104,10 @@ std::span<const Bench> channel_benches();    // Tier 2, channels.cpp
 std::span<const Bench> contended_benches();  // Tier 3, contended.cpp
 std::span<const Bench> scheduler_benches();  // Tier 4, scheduler.cpp
 std::span<const Bench> time_benches();       // Tier 5, time.cpp
+std::span<const Bench> net_benches();        // Tier 6, net.cpp
+
+// --serve-http PORT: serves http_plaintext's server on 127.0.0.1:PORT until
+// the process is killed (net.cpp).
+int serve_http(const Config& config);
 
 }  // namespace volt_bench

@@ -51,7 +51,7 @@ constexpr TierFn kTiers[] = {
     contended_benches,  // Tier 3: async, multi-task
     scheduler_benches,  // Tier 4: scheduler
     time_benches,       // Tier 5: time
-                        // Tier 6: network (net.cpp, not yet written)
+    net_benches,        // Tier 6: network
 };
 
 struct UsageError {
@@ -256,11 +256,7 @@ int run(int argc, char** argv) {
     return 2;
   }
 
-  if (config.serve_http >= 0) {
-    std::fprintf(stderr,
-                 "error: --serve-http: the network tier (http_plaintext) is not implemented yet\n");
-    return 2;
-  }
+  if (config.serve_http >= 0) return serve_http(config);
 
   std::fprintf(stderr, "volt_bench: %zu worker(s), %zu iteration(s) after %zu warm-up%s\n",
                config.workers, config.iters, config.warmup, config.quick ? ", quick" : "");

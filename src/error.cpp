@@ -30,6 +30,12 @@ class VoltCategory final : public std::error_category {
         return "channel is full";
       case errc::lagged:
         return "receiver lagged behind; values were overwritten";
+      case errc::unexpected_eof:
+        return "end of stream before the expected bytes";
+      case errc::write_zero:
+        return "stream accepted no bytes of a non-empty write";
+      case errc::host_not_found:
+        return "host name could not be resolved";
     }
     return "unknown volt error";
   }

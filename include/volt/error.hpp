@@ -39,6 +39,14 @@ enum class errc {
   // A broadcast receiver fell behind by more than the capacity: the oldest
   // values it had not read were overwritten (it continues from the oldest kept).
   lagged,
+  // read_exact (and the buffered readers' exact forms) met the end of the
+  // stream before the requested bytes arrived. A plain read() reports the end
+  // of stream as 0 bytes instead, never as this error.
+  unexpected_eof,
+  // write_all: the stream accepted 0 bytes of a non-empty write.
+  write_zero,
+  // A name could not be resolved (lookup_host); the message says why.
+  host_not_found,
 };
 
 const std::error_category& volt_category() noexcept;

@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <ctime>
 #include <limits>
+#include <mutex>
 #include <system_error>
+
+#include "io/io_source.hpp"
 
 namespace volt::detail {
 
@@ -32,11 +35,14 @@ Driver::Driver(bool start_paused) : time_(start_paused) {
 }
 
 Driver::~Driver() {
+  free_retired();
   ::close(event_fd_);
   ::close(epoll_fd_);
 }
 
 namespace {
+
+constexpr int kEventsPerTurn = 256;
 
 // epoll_pwait2 (Linux 5.11) takes a nanosecond timeout; epoll_wait rounds a
 // timer's deadline up to the next millisecond, which would add up to 1 ms to
@@ -67,17 +73,72 @@ int wait_for_events(int epoll_fd, epoll_event* events, int max, std::int64_t tim
 }  // namespace
 
 void Driver::park(bool block) noexcept {
+  // Before epoll_wait: every source retired so far was removed from the
+  // epoll set before it was retired, so this wait cannot report it, and the
+  // previous turn (ours or another holder's) finished dispatching.
+  free_retired();
   const std::int64_t timeout_ns = block ? time_.park_timeout_ns() : 0;
-  epoll_event events[64];
-  int n = wait_for_events(epoll_fd_, events, 64, timeout_ns);
+  epoll_event events[kEventsPerTurn];
+  int n = wait_for_events(epoll_fd_, events, kEventsPerTurn, timeout_ns);
+  ++tick_;
   for (int i = 0; i < n; ++i) {
-    if (events[i].data.ptr == nullptr) {
+    auto* source = static_cast<IoSource*>(events[i].data.ptr);
+    if (source == nullptr) {
       std::uint64_t value;
       // Drain the counter; EAGAIN means another park already did.
       [[maybe_unused]] ssize_t r = ::read(event_fd_, &value, sizeof value);
+      continue;
     }
+    const std::uint32_t e = events[i].events;
+    std::uint64_t bits = 0;
+    if (e & (EPOLLIN | EPOLLPRI)) bits |= IoSource::kReadable;
+    if (e & EPOLLOUT) bits |= IoSource::kWritable;
+    if (e & EPOLLRDHUP) bits |= IoSource::kReadable | IoSource::kReadClosed;
+    // Both directions are done (or the socket never connected): every
+    // operation must look, and its system call reports what happened.
+    if (e & EPOLLHUP)
+      bits |= IoSource::kReadable | IoSource::kWritable | IoSource::kReadClosed |
+              IoSource::kWriteClosed;
+    if (e & EPOLLERR) bits |= IoSource::kReadable | IoSource::kWritable | IoSource::kError;
+    if (source->set_readiness(bits, tick_)) source->wake(bits);
   }
   time_.process(/*after_park=*/block);
+}
+
+std::error_code Driver::add(IoSource& source) noexcept {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.ptr = &source;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, source.fd(), &ev) < 0)
+    return {errno, std::system_category()};
+  return {};
+}
+
+void Driver::remove(int fd) noexcept {
+  // Fails only for a descriptor that is not registered, which an IoSource's
+  // always is until now.
+  epoll_event ev{};
+  [[maybe_unused]] int r = ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, &ev);
+}
+
+void Driver::retire(IoSource* source) noexcept {
+  std::lock_guard guard(retired_lock_);
+  source->retired_next = retired_;
+  retired_ = source;
+}
+
+void Driver::free_retired() noexcept {
+  IoSource* list;
+  {
+    // A source retired after this exchange is freed at the next turn.
+    std::lock_guard guard(retired_lock_);
+    list = std::exchange(retired_, nullptr);
+  }
+  while (list) {
+    IoSource* next = list->retired_next;
+    delete list;
+    list = next;
+  }
 }
 
 void Driver::unpark() noexcept {

@@ -20,16 +20,22 @@
 // driver also runs the timer wheel, and a busy runtime's maintenance poll
 // (park(false)) keeps timers firing when no worker is idle.
 //
-// I/O sources are registered here by the I/O driver (a later issue); today the
-// eventfd is the only one.
+// I/O: every socket's descriptor is registered once (IoSource, io_source.hpp),
+// edge-triggered for both directions; epoll_event.data.ptr is its IoSource
+// (nullptr tags the wake-up eventfd). Each park is one turn with its own
+// tick, stamped into the readiness it sets (see IoSource for why).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <system_error>
 
 #include "time/time_driver.hpp"
+#include "volt/detail/spin_lock.hpp"
 
 namespace volt::detail {
+
+class IoSource;
 
 class Driver {
  public:
@@ -63,11 +69,27 @@ class Driver {
 
   TimeDriver& time() noexcept { return time_; }
 
+  // Any thread. epoll_ctl ADD of the source's descriptor (edge-triggered,
+  // readable, writable, peer hang-up).
+  std::error_code add(IoSource& source) noexcept;
+  // Any thread. epoll_ctl DEL: once it returns, no later epoll_wait reports
+  // the descriptor.
+  void remove(int fd) noexcept;
+  // Any thread, after remove(). The source is freed at the next turn (an
+  // event for it may be being dispatched right now by the holder).
+  void retire(IoSource* source) noexcept;
+
  private:
+  void free_retired() noexcept;
+
   TimeDriver time_;
   int epoll_fd_ = -1;
   int event_fd_ = -1;
   std::atomic<bool> held_{false};
+  // Holder only (held_'s acquire/release orders successive holders).
+  std::uint32_t tick_ = 0;
+  SpinLock retired_lock_;
+  IoSource* retired_ = nullptr;  // guarded by retired_lock_
 };
 
 }  // namespace volt::detail

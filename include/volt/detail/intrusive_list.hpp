@@ -35,6 +35,12 @@ class IntrusiveList {
   std::size_t size() const noexcept { return size_; }
   T* front() const noexcept { return head_ ? owner(head_) : nullptr; }
   T* back() const noexcept { return tail_ ? owner(tail_) : nullptr; }
+  // The element after `element` (a member), or nullptr: for walks that may
+  // remove the element they stand on (read next first).
+  static T* next(T* element) noexcept {
+    IntrusiveLink* link = element;
+    return link->next ? owner(link->next) : nullptr;
+  }
 
   void push_back(T* element) noexcept {
     IntrusiveLink* link = element;

@@ -1,0 +1,278 @@
+// examples/http_handler.hpp: the minimal HTTP/1.1 keep-alive server of the
+// http_plaintext workload (shared/BENCHMARKS.md, Tier 6), in one place for
+// the three programs that serve it: examples/http_server.cpp,
+// examples/showcase.cpp and the benchmark (bench/net.cpp).
+//
+//   volt::CancellationToken stop;
+//   auto listener = volt::net::TcpListener::bind("127.0.0.1:8080");
+//   // ... on SIGTERM: stop.cancel();
+//   bool drained = co_await http_example::serve(*listener, stop, std::chrono::seconds(5));
+//
+// What it answers (byte for byte what the Tokio side of the benchmark
+// answers, shared/bench/tokio/src/net.rs):
+//  - `GET /` gets 200 "Hello, World!" (Content-Type and Content-Length only);
+//  - another GET path gets 404 (empty body);
+//  - another method gets 405 and the connection is closed (request bodies are
+//    not parsed);
+//  - a request head longer than kMaxHead bytes gets 431 and the connection is
+//    closed (the buffer never grows: a peer cannot make the server allocate);
+//  - connections are kept alive; pipelined requests are answered in order, all
+//    the answers to what one read brought in one write.
+//
+// Graceful shutdown (serve() with a CancellationToken): when the token is
+// cancelled the accept loop stops (the listener is left open but unused, so
+// new connections wait in the backlog and are reset when it closes), every
+// idle keep-alive connection is closed, a connection holding part of a
+// request reads the rest, answers it and closes, and serve() waits for the
+// last connection, at most `drain` long (then it gives up on the stragglers,
+// which the runtime's shutdown destroys).
+//
+// Errors: a failed read or write ends that connection only (the peer reset
+// it, or went away). A failed accept (EMFILE, ENFILE, ENOBUFS: out of
+// descriptors or memory) is reported on stderr at most once a second, then
+// the loop sleeps 10 ms and tries again: the connection stays in the backlog
+// and is served once descriptors are freed, never a busy loop, never an exit.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "volt/net/tcp.hpp"
+#include "volt/volt.hpp"
+
+namespace http_example {
+
+inline constexpr std::string_view kHello =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
+inline constexpr std::string_view kNotFound = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+inline constexpr std::string_view kNotAllowed =
+    "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+inline constexpr std::string_view kTooLarge =
+    "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: "
+    "close\r\n\r\n";
+// The longest request head accepted (the input buffer's size).
+inline constexpr std::size_t kMaxHead = 8192;
+
+// What answer() did with the bytes it was given.
+struct Answered {
+  std::size_t consumed = 0;  // bytes of complete requests (or up to the 405)
+  bool close = false;        // the connection must be closed after the write
+};
+
+// Appends to `output` the answers to the complete request heads at the start
+// of `input` (each through its blank line), in order; stops after a 405.
+inline Answered answer(std::string_view input, std::string& output) {
+  Answered a;
+  for (;;) {
+    const std::string_view rest = input.substr(a.consumed);
+    const std::size_t blank = rest.find("\r\n\r\n");
+    if (blank == std::string_view::npos) return a;
+    const std::string_view request = rest.substr(0, blank + 4);
+    a.consumed += request.size();
+    if (request.starts_with("GET / ")) {
+      output += kHello;
+    } else if (request.starts_with("GET ")) {
+      output += kNotFound;
+    } else {
+      output += kNotAllowed;
+      a.close = true;
+      return a;
+    }
+  }
+}
+
+// The live connections of one server, so that a graceful shutdown can wait
+// for the last one.
+class Connections {
+ public:
+  // Held by each connection's task for its lifetime (also when the runtime
+  // destroys the task at shutdown).
+  class Guard {
+   public:
+    explicit Guard(std::shared_ptr<Connections> c) noexcept : c_(std::move(c)) {
+      // relaxed: a counter only; the decrement in ~Guard is what idle() orders with.
+      if (c_) c_->live_.fetch_add(1, std::memory_order_relaxed);
+    }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+    ~Guard() {
+      // release: pairs with the acquire load in live(), so a drain that sees
+      // zero sees every connection's work done. The last one out wakes the
+      // drain; notify_waiters() completes any notified() created before it,
+      // which is why idle() creates its notified() before loading the count.
+      if (c_ && c_->live_.fetch_sub(1, std::memory_order_release) == 1) c_->idle_.notify_waiters();
+    }
+
+   private:
+    std::shared_ptr<Connections> c_;
+  };
+
+  std::size_t live() const noexcept {
+    // acquire: pairs with ~Guard's release (see there).
+    return live_.load(std::memory_order_acquire);
+  }
+
+  // Completes when no connection is live (waits at most `limit`); true if
+  // none is.
+  volt::Task<bool> idle(std::chrono::nanoseconds limit) {
+    const volt::Instant deadline = volt::time::now() + limit;
+    for (;;) {
+      volt::Notify::Notified gone = idle_.notified();  // before the load: see ~Guard
+      if (live() == 0) co_return true;
+      volt::Expected<void> woke = co_await volt::timeout_at(deadline, std::move(gone));
+      if (!woke) co_return live() == 0;
+    }
+  }
+
+ private:
+  std::atomic<std::size_t> live_{0};
+  volt::Notify idle_;
+};
+
+// One connection, until the peer closes it, an error, a 405/431, or (with a
+// `shutdown` token) the shutdown: idle, it closes at once; holding part of a
+// request, it answers that request first. Without a token (the benchmark)
+// each read is a plain read, as on the Tokio side.
+inline volt::Task<void> serve_connection(volt::net::TcpStream stream,
+                                         std::optional<volt::CancellationToken> shutdown = {},
+                                         std::shared_ptr<Connections> live = nullptr) {
+  Connections::Guard guard(std::move(live));
+  if (!stream.set_nodelay(true)) co_return;
+  char input[kMaxHead];
+  std::size_t filled = 0;
+  std::string output;
+  output.reserve(4 * kHello.size());
+  for (;;) {
+    volt::io::MutableBuffer free_space(input + filled, kMaxHead - filled);
+    volt::Expected<std::size_t> n = volt::errc::closed;  // set by one of the reads below
+    if (shutdown && filled == 0) {
+      // Idle between requests: the shutdown may end the wait. The read
+      // that loses has taken nothing (read is cancel-safe).
+      auto first = co_await volt::select(stream.read(free_space), shutdown->cancelled());
+      if (first.index() == 1) co_return;
+      n = std::move(std::get<0>(first));
+    } else {
+      // In the middle of a request (or no shutdown to watch): read the rest.
+      n = co_await stream.read(free_space);
+    }
+    if (!n || *n == 0) co_return;
+    filled += *n;
+
+    const Answered a = answer(std::string_view(input, filled), output);
+    bool close = a.close;
+    std::memmove(input, input + a.consumed, filled - a.consumed);
+    filled -= a.consumed;
+    if (!close && filled == kMaxHead) {
+      output += kTooLarge;
+      close = true;
+    }
+    if (!output.empty()) {
+      volt::Expected<void> sent = co_await stream.write_all(output);
+      if (!sent) co_return;
+      output.clear();
+    }
+    // Shutting down: the request in flight is answered; close unless the
+    // next one has already begun to arrive.
+    if (close || (shutdown && shutdown->is_cancelled() && filled == 0)) co_return;
+  }
+}
+
+// Accepts until `shutdown` is cancelled (forever without one), a task per
+// connection; the tasks get copies of the token and of `live`, so they may
+// outlive the loop.
+inline volt::Task<void> accept_loop(const volt::net::TcpListener& listener,
+                                    std::optional<volt::CancellationToken> shutdown = {},
+                                    std::shared_ptr<Connections> live = nullptr) {
+  using namespace std::chrono_literals;
+  std::chrono::steady_clock::time_point last_report{};
+  for (;;) {
+    volt::Expected<std::pair<volt::net::TcpStream, volt::net::SocketAddr>> accepted =
+        volt::errc::closed;  // set by one of the accepts below
+    if (shutdown) {
+      // accept is cancel-safe: the losing accept has taken no connection.
+      auto first = co_await volt::select(listener.accept(), shutdown->cancelled());
+      if (first.index() == 1) co_return;
+      accepted = std::move(std::get<0>(first));
+    } else {
+      accepted = co_await listener.accept();
+    }
+    if (accepted) {
+      (void)volt::spawn(serve_connection(std::move(accepted->first), shutdown, live));
+      continue;
+    }
+    // Out of descriptors (EMFILE/ENFILE) or memory: the connection waits in
+    // the backlog; back off so that the open connections can finish and free
+    // descriptors, and report it without flooding stderr.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_report >= 1s) {
+      std::fprintf(stderr, "accept failed: %s (retrying)\n", accepted.error().message().c_str());
+      last_report = now;
+    }
+    if (shutdown) {
+      auto woke = co_await volt::select(volt::sleep(10ms), shutdown->cancelled());
+      if (woke.index() == 1) co_return;
+    } else {
+      co_await volt::sleep(10ms);
+    }
+  }
+}
+
+// Serves on `listener` until `shutdown` is cancelled, then drains (see the
+// header comment). True if every connection finished within `drain`.
+inline volt::Task<bool> serve(const volt::net::TcpListener& listener,
+                              volt::CancellationToken shutdown, std::chrono::nanoseconds drain) {
+  // Shared with the connection tasks, which may outlive this frame when
+  // the drain gives up on them (the runtime destroys them later).
+  auto live = std::make_shared<Connections>();
+  co_await accept_loop(listener, shutdown, live);
+  co_return co_await live->idle(drain);
+}
+
+// The whole program of examples/http_server (and of the showcase's last
+// part): listens on `address` ("ip:port"), prints "listening on
+// http://ADDRESS/" on stdout, serves until SIGTERM or SIGINT, then shuts down
+// gracefully (at most `drain`; a second signal ends the drain at once).
+// Returns the process's exit status: 0 after a shutdown, 1 if it cannot
+// listen.
+inline volt::Task<int> serve_until_signalled(std::string address, std::chrono::nanoseconds drain) {
+  // The handlers go in before the listener exists: from the moment a client
+  // can connect, SIGTERM and SIGINT are counted here instead of killing the
+  // process.
+  volt::signal::Signal term = volt::signal::signal(SIGTERM);
+  volt::signal::Signal interrupt = volt::signal::signal(SIGINT);
+  volt::Expected<volt::net::TcpListener> listener = volt::net::TcpListener::bind(address);
+  if (!listener) {
+    std::fprintf(stderr, "cannot listen on %s: %s\n", address.c_str(),
+                 listener.error().message().c_str());
+    co_return 1;
+  }
+  volt::Expected<volt::net::SocketAddr> local = listener->local_addr();
+  std::printf("listening on http://%s/ (stop with Ctrl-C or SIGTERM)\n",
+              local ? local->to_string().c_str() : address.c_str());
+  std::fflush(stdout);
+
+  volt::CancellationToken stop;
+  volt::JoinHandle<bool> server = volt::spawn(serve(*listener, stop, drain));
+  auto first = co_await volt::select(term.recv(), interrupt.recv(), server);
+  if (first.index() == 2) co_return 1;  // not reached: serve() ends only after stop.cancel()
+  std::fprintf(stderr, "%s: stopping: no new connections, finishing the requests in flight\n",
+               first.index() == 0 ? "SIGTERM" : "SIGINT");
+  stop.cancel();
+  auto drained = co_await volt::select(server, term.recv(), interrupt.recv());
+  if (drained.index() != 0 || !std::get<0>(drained))
+    std::fprintf(stderr, "stopped without waiting for the last connections\n");
+  else
+    std::fprintf(stderr, "stopped: every connection finished\n");
+  co_return 0;
+}
+
+}  // namespace http_example

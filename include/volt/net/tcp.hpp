@@ -1,0 +1,259 @@
+// volt/net/tcp.hpp: TCP sockets on the runtime's I/O driver.
+//
+//   auto listener = volt::net::TcpListener::bind(*volt::net::SocketAddr::parse("127.0.0.1:0"));
+//   for (;;) {
+//     auto accepted = co_await listener->accept();
+//     if (!accepted) { co_await volt::sleep(10ms); continue; }   // e.g. EMFILE
+//     volt::spawn(echo(std::move(accepted->first)));
+//   }
+//
+//   volt::Task<void> echo(volt::net::TcpStream s) {
+//     char buf[4096];
+//     for (;;) {
+//       auto n = co_await s.read(buf);
+//       if (!n || *n == 0) co_return;                    // error or end of stream
+//       if (!co_await s.write_all(volt::io::ConstBuffer(buf, *n))) co_return;
+//     }
+//   }
+//
+// TcpListener: bind (SO_REUSEADDR, IPv4 or IPv6, IPV6_V6ONLY left to the
+// system default), accept, try_accept, local_addr. TcpStream: connect (to an
+// address, or to "host:port" through lookup_host), the read/write operations
+// of stream_ops.hpp, shutdown, nodelay, addresses, split halves.
+//
+// Guarantees:
+//  - Every descriptor is non-blocking, close-on-exec, registered once with
+//    the runtime's driver, and closed exactly once when its owner goes.
+//  - accept() on a descriptor shortage (EMFILE, ENFILE, ENOBUFS, ENOMEM)
+//    returns that error; the pending connection stays queued and the next
+//    accept() tries the system call again at once, so a loop that backs off
+//    (sleeps) and retries serves it when descriptors are freed, never busy
+//    loops on a stale readiness, never loses the listener.
+//  - Operations need a runtime: creating a socket outside one gives
+//    errc::no_runtime. Awaiting a moved-from socket's operation gives
+//    errc::closed.
+//  - A TcpStream can be used by two tasks at once, one reading and one
+//    writing (split() gives halves that say so in their types). Two tasks
+//    reading at once is allowed but their bytes interleave unpredictably.
+//  - Errors are values (Expected), never exceptions; SIGPIPE is never raised.
+//
+// Connect with a timeout: `co_await volt::timeout(2s, TcpStream::connect(a))`,
+// or TcpStream::connect_timeout(a, 2s); a timed-out attempt closes its socket.
+#pragma once
+
+#include <sys/socket.h>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "volt/detail/io_operation.hpp"
+#include "volt/expected.hpp"
+#include "volt/io/async_io.hpp"
+#include "volt/io/buffer.hpp"
+#include "volt/net/socket_addr.hpp"
+#include "volt/net/stream_ops.hpp"
+#include "volt/task/task.hpp"
+
+namespace volt::net {
+
+class TcpStream;
+
+class TcpStream {
+ public:
+  // An empty stream: every operation gives errc::closed.
+  TcpStream() noexcept = default;
+  TcpStream(TcpStream&&) noexcept = default;
+  TcpStream& operator=(TcpStream&&) noexcept = default;
+
+  // Connects to `addr`. Errors: connection_refused, timed_out (the
+  // system's), network_unreachable, errc::no_runtime...
+  static Task<Expected<TcpStream>> connect(SocketAddr addr);
+  // Resolves "host:port" (lookup_host) and tries each address in turn; the
+  // error is the last attempt's.
+  static Task<Expected<TcpStream>> connect(std::string host_port);
+  // connect(addr) bounded by `limit`: errc::timed_out when it elapses.
+  static Task<Expected<TcpStream>> connect_timeout(SocketAddr addr, std::chrono::nanoseconds limit);
+
+  Read read(io::MutableBuffer buf) const noexcept { return Read(handle_, buf); }
+  ReadExact read_exact(io::MutableBuffer buf) const noexcept { return ReadExact(handle_, buf); }
+  Write write(io::ConstBuffer buf) const noexcept { return Write(handle_, buf); }
+  WriteAll write_all(io::ConstBuffer buf) const noexcept { return WriteAll(handle_, buf); }
+  Writev writev(std::span<const io::ConstBuffer> bufs) const noexcept {
+    return Writev(handle_, bufs);
+  }
+  // Sockets have nothing to flush: ready at once (for io::AsyncWrite).
+  io::Ready<Expected<void>> flush() const noexcept { return io::Ready<Expected<void>>({}); }
+  // Ends the write direction (shutdown(SHUT_WR)): the peer reads end of
+  // stream; reading continues. Awaitable for io::AsyncWrite; never waits.
+  io::Ready<Expected<void>> shutdown() const noexcept {
+    return io::Ready<Expected<void>>(detail::shutdown(handle_, SHUT_WR));
+  }
+  // Waits until a read (or write) may make progress.
+  net::Ready readable() const noexcept { return {handle_, volt::detail::Interest::kRead}; }
+  net::Ready writable() const noexcept { return {handle_, volt::detail::Interest::kWrite}; }
+
+  Expected<std::size_t> try_read(io::MutableBuffer buf) const noexcept {
+    return detail::try_read(handle_, buf);
+  }
+  Expected<std::size_t> try_write(io::ConstBuffer buf) const noexcept {
+    return detail::try_write(handle_, buf);
+  }
+
+  Expected<void> set_nodelay(bool on) const noexcept;
+  Expected<bool> nodelay() const noexcept;
+  Expected<SocketAddr> local_addr() const noexcept;
+  Expected<SocketAddr> peer_addr() const noexcept;
+  // The pending socket error (SO_ERROR), cleared by reading it.
+  Expected<std::optional<std::error_code>> take_error() const noexcept;
+
+  // Borrowed halves: the read half and the write half may be used by two
+  // tasks at once; both refer to this stream, which must outlive them.
+  class ReadHalf;
+  class WriteHalf;
+  std::pair<ReadHalf, WriteHalf> split() noexcept;
+  // Owned halves: each keeps the stream alive (one shared allocation); the
+  // socket closes when both are gone. reunite() gives the stream back.
+  class OwnedReadHalf;
+  class OwnedWriteHalf;
+  std::pair<OwnedReadHalf, OwnedWriteHalf> into_split() &&;
+
+  int native_handle() const noexcept { return handle_.fd(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
+  // Closes now (as the destructor does).
+  void close() noexcept { handle_.reset(); }
+
+  // Adopts a connected, non-blocking stream socket (closed on failure).
+  static Expected<TcpStream> from_fd(int fd) noexcept;
+
+ private:
+  friend class TcpListener;
+  volt::detail::IoHandle handle_;
+};
+
+class TcpStream::ReadHalf {
+ public:
+  Read read(io::MutableBuffer buf) const noexcept { return stream_->read(buf); }
+  ReadExact read_exact(io::MutableBuffer buf) const noexcept { return stream_->read_exact(buf); }
+  net::Ready readable() const noexcept { return stream_->readable(); }
+  Expected<std::size_t> try_read(io::MutableBuffer buf) const noexcept {
+    return stream_->try_read(buf);
+  }
+  Expected<SocketAddr> peer_addr() const noexcept { return stream_->peer_addr(); }
+
+ private:
+  friend class TcpStream;
+  explicit ReadHalf(const TcpStream* s) noexcept : stream_(s) {}
+  const TcpStream* stream_;
+};
+
+class TcpStream::WriteHalf {
+ public:
+  Write write(io::ConstBuffer buf) const noexcept { return stream_->write(buf); }
+  WriteAll write_all(io::ConstBuffer buf) const noexcept { return stream_->write_all(buf); }
+  Writev writev(std::span<const io::ConstBuffer> bufs) const noexcept {
+    return stream_->writev(bufs);
+  }
+  io::Ready<Expected<void>> flush() const noexcept { return stream_->flush(); }
+  io::Ready<Expected<void>> shutdown() const noexcept { return stream_->shutdown(); }
+  net::Ready writable() const noexcept { return stream_->writable(); }
+  Expected<std::size_t> try_write(io::ConstBuffer buf) const noexcept {
+    return stream_->try_write(buf);
+  }
+
+ private:
+  friend class TcpStream;
+  explicit WriteHalf(const TcpStream* s) noexcept : stream_(s) {}
+  const TcpStream* stream_;
+};
+
+class TcpStream::OwnedReadHalf {
+ public:
+  Read read(io::MutableBuffer buf) const noexcept { return stream_->read(buf); }
+  ReadExact read_exact(io::MutableBuffer buf) const noexcept { return stream_->read_exact(buf); }
+  net::Ready readable() const noexcept { return stream_->readable(); }
+  Expected<std::size_t> try_read(io::MutableBuffer buf) const noexcept {
+    return stream_->try_read(buf);
+  }
+  Expected<SocketAddr> peer_addr() const noexcept { return stream_->peer_addr(); }
+  // The stream, if `write` is this one's other half; errc::invalid_argument
+  // (both halves left as they were) otherwise.
+  Expected<TcpStream> reunite(OwnedWriteHalf& write) noexcept;
+
+ private:
+  friend class TcpStream;
+  explicit OwnedReadHalf(std::shared_ptr<TcpStream> s) noexcept : stream_(std::move(s)) {}
+  std::shared_ptr<TcpStream> stream_;
+};
+
+class TcpStream::OwnedWriteHalf {
+ public:
+  Write write(io::ConstBuffer buf) const noexcept { return stream_->write(buf); }
+  WriteAll write_all(io::ConstBuffer buf) const noexcept { return stream_->write_all(buf); }
+  Writev writev(std::span<const io::ConstBuffer> bufs) const noexcept {
+    return stream_->writev(bufs);
+  }
+  io::Ready<Expected<void>> flush() const noexcept { return stream_->flush(); }
+  io::Ready<Expected<void>> shutdown() const noexcept { return stream_->shutdown(); }
+  net::Ready writable() const noexcept { return stream_->writable(); }
+  Expected<std::size_t> try_write(io::ConstBuffer buf) const noexcept {
+    return stream_->try_write(buf);
+  }
+
+ private:
+  friend class TcpStream;
+  friend class TcpStream::OwnedReadHalf;
+  explicit OwnedWriteHalf(std::shared_ptr<TcpStream> s) noexcept : stream_(std::move(s)) {}
+  std::shared_ptr<TcpStream> stream_;
+};
+
+class TcpListener {
+ public:
+  TcpListener() noexcept = default;
+  TcpListener(TcpListener&&) noexcept = default;
+  TcpListener& operator=(TcpListener&&) noexcept = default;
+
+  // socket + SO_REUSEADDR + bind + listen(backlog). Errors:
+  // address_in_use, permission_denied, errc::no_runtime...
+  static Expected<TcpListener> bind(const SocketAddr& addr, int backlog = 1024) noexcept;
+  // bind(SocketAddr::parse(text)): errc::invalid_argument if it does not parse.
+  static Expected<TcpListener> bind(std::string_view addr, int backlog = 1024) noexcept;
+
+  class [[nodiscard]] Accept : public volt::detail::IoOperation {
+   public:
+    Accept(Accept&& other) noexcept : IoOperation(std::move(other)), listener_(other.listener_) {}
+    // Closes a connection accepted but never handed out.
+    ~Accept();
+    // The connection and the peer's address.
+    Expected<std::pair<TcpStream, SocketAddr>> await_resume() noexcept;
+
+   private:
+    friend class TcpListener;
+    explicit Accept(const TcpListener& l) noexcept
+        : IoOperation(l.handle_, volt::detail::Interest::kRead, &step), listener_(&l) {}
+    static Step step(IoOperation& op) noexcept;
+    const TcpListener* listener_;
+    int fd_ = -1;
+    int error_ = 0;
+    sockaddr_storage peer_{};
+    socklen_t peer_len_ = 0;
+  };
+  // The next connection. Cancel-safe: a cancelled accept has taken nothing.
+  Accept accept() const noexcept { return Accept(*this); }
+  Expected<std::pair<TcpStream, SocketAddr>> try_accept() const noexcept;
+
+  Expected<SocketAddr> local_addr() const noexcept;
+  int native_handle() const noexcept { return handle_.fd(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
+  void close() noexcept { handle_.reset(); }
+
+ private:
+  volt::detail::IoHandle handle_;
+};
+
+static_assert(io::AsyncRead<TcpStream> && io::AsyncWrite<TcpStream>);
+
+}  // namespace volt::net

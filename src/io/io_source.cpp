@@ -1,0 +1,272 @@
+#include "io/io_source.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
+#include <new>
+#include <utility>
+
+#include "io/driver.hpp"
+#include "runtime/runtime_core.hpp"
+#include "volt/detail/task_header.hpp"
+#include "volt/detail/wake_list.hpp"
+#include "volt/task/join_handle.hpp"
+
+namespace volt::detail {
+
+// ---- IoSource ----
+
+void IoSource::publish() noexcept {
+  // release: pairs with the acquire load at the top of set_readiness. The
+  // driver first reaches this source through epoll_ctl and epoll_wait, which
+  // order it in practice, but the sanitizers cannot see through the kernel;
+  // this store makes the construction happen-before the driver's accesses
+  // in the language's terms too.
+  readiness_.store(kReadable | kWritable, std::memory_order_release);
+}
+
+bool IoSource::set_readiness(std::uint64_t bits, std::uint32_t tick) noexcept {
+  // acquire: see publish(); the CAS below re-validates the value.
+  std::uint64_t current = readiness_.load(std::memory_order_acquire);
+  for (;;) {
+    if (current & kShutdown) return false;
+    const std::uint64_t next =
+        (current & kReadinessMask) | bits | (static_cast<std::uint64_t>(tick) << kTickShift);
+    // acq_rel: release pairs with the acquire load in readiness() of an
+    // operation about to try its system call; acquire so that a concurrent
+    // clear (an RMW) is ordered before our stamp, not lost under it.
+    if (readiness_.compare_exchange_weak(current, next, std::memory_order_acq_rel,
+                                         std::memory_order_relaxed))
+      return true;
+  }
+}
+
+void IoSource::clear_bits(std::uint64_t seen, std::uint64_t bits) noexcept {
+  std::uint64_t current = readiness_.load(std::memory_order_relaxed);
+  for (;;) {
+    // The driver stamped a newer turn since `seen` was read: that edge may
+    // be one the failed system call never saw. Keep it.
+    if ((current & kTickMask) != (seen & kTickMask)) return;
+    const std::uint64_t next = current & ~bits;
+    if (next == current) return;
+    // acq_rel: the partner of set_readiness's CAS; the two RMWs on one word
+    // are totally ordered, so a stamp either precedes this clear (and the
+    // tick check above fails) or follows it (and its bits survive).
+    if (readiness_.compare_exchange_weak(current, next, std::memory_order_acq_rel,
+                                         std::memory_order_relaxed))
+      return;
+  }
+}
+
+void IoSource::wake(std::uint64_t bits) noexcept {
+  const bool all = (bits & kShutdown) != 0;
+  WakeList wakers;
+  lock_.lock();
+  IoWaiter* waiter = waiters_.front();
+  while (waiter) {
+    IoWaiter* next = IntrusiveList<IoWaiter>::next(waiter);
+    if (all || (bits & ready_mask(waiter->interest))) {
+      waiters_.remove(waiter);
+      // Moved out before the unlock: once unlinked and unlocked, the
+      // operation may see itself woken and be destroyed.
+      wakers.push(std::move(waiter->waker));
+      if (wakers.full()) {
+        // The list is consistent here (the walk restarts from the front).
+        lock_.unlock();
+        wakers.wake_all();
+        lock_.lock();
+        next = waiters_.front();
+      }
+    }
+    waiter = next;
+  }
+  lock_.unlock();
+  wakers.wake_all();
+}
+
+bool IoSource::register_waiter(IoWaiter& waiter, TaskHeader* task) noexcept {
+  std::lock_guard guard(lock_);
+  // Re-checked under the lock: the driver sets readiness before it takes the
+  // lock to wake, so either we see its bits here or it sees our waiter.
+  // relaxed: the lock's acquire already orders the driver's RMW before us.
+  const std::uint64_t state = readiness_.load(std::memory_order_relaxed);
+  if (state & kShutdown) return false;
+  if (state & ready_mask(waiter.interest)) return false;
+  if (!waiter.linked) {
+    waiter.waker = make_task_waker(task);
+    waiters_.push_back(&waiter);
+  }
+  return true;
+}
+
+void IoSource::withdraw(IoWaiter& waiter) noexcept {
+  Waker dropped;
+  {
+    std::lock_guard guard(lock_);
+    if (waiters_.remove(&waiter)) dropped = std::move(waiter.waker);
+  }
+  // Dropped outside the lock: dropping a task waker may free the task.
+}
+
+void IoSource::deregister_and_close() noexcept {
+  driver_.remove(fd_);
+  // acq_rel: orders the DEL before the bit for any thread that sees the bit.
+  readiness_.fetch_or(kShutdown, std::memory_order_acq_rel);
+  wake(kShutdown);
+  ::close(fd_);
+  // After retire() another thread's driver turn may free us: read what we
+  // still need first.
+  Scheduler& scheduler = scheduler_;
+  driver_.retire(this);
+  scheduler.release_reference();
+}
+
+// ---- IoHandle ----
+
+namespace {
+
+std::error_code open_with(int fd, Driver& driver, Scheduler& scheduler, IoSource*& out) noexcept {
+  auto* source = new (std::nothrow) IoSource(driver, scheduler, fd);
+  if (!source) {
+    ::close(fd);
+    return std::make_error_code(std::errc::not_enough_memory);
+  }
+  source->publish();
+  if (std::error_code ec = driver.add(*source)) {
+    delete source;
+    ::close(fd);
+    return ec;
+  }
+  // Released by deregister_and_close: the driver outlives the source.
+  scheduler.retain();
+  out = source;
+  return {};
+}
+
+}  // namespace
+
+std::error_code IoHandle::open(int fd, IoHandle& out) noexcept {
+  RuntimeCore* core = RuntimeCore::current();
+  if (!core) {
+    ::close(fd);
+    return make_error_code(errc::no_runtime);
+  }
+  IoSource* source = nullptr;
+  if (std::error_code ec = open_with(fd, core->driver(), *core, source)) return ec;
+  out.reset();
+  out.source_ = source;
+  out.fd_ = fd;
+  return {};
+}
+
+std::error_code IoHandle::open_like(int fd, const IoHandle& sibling, IoHandle& out) noexcept {
+  if (!sibling.source_) return open(fd, out);
+  IoSource* source = nullptr;
+  if (std::error_code ec =
+          open_with(fd, sibling.source_->driver(), sibling.source_->scheduler(), source))
+    return ec;
+  out.reset();
+  out.source_ = source;
+  out.fd_ = fd;
+  return {};
+}
+
+IoHandle::IoHandle(IoHandle&& other) noexcept
+    : source_(std::exchange(other.source_, nullptr)), fd_(std::exchange(other.fd_, -1)) {}
+
+IoHandle& IoHandle::operator=(IoHandle&& other) noexcept {
+  if (this != &other) {
+    reset();
+    source_ = std::exchange(other.source_, nullptr);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void IoHandle::reset() noexcept {
+  if (IoSource* source = std::exchange(source_, nullptr)) {
+    fd_ = -1;
+    source->deregister_and_close();
+  }
+}
+
+std::uint64_t io_readiness(const IoHandle& handle) noexcept {
+  return handle.source() ? handle.source()->readiness() : IoSource::kShutdown;
+}
+
+void io_clear_readiness(const IoHandle& handle, std::uint64_t seen, Interest interest) noexcept {
+  if (handle.source()) handle.source()->clear_readiness(seen, interest);
+}
+
+// ---- IoOperation ----
+
+bool IoOperation::start() noexcept {
+  if (!source_) {
+    closed_ = true;
+    return true;
+  }
+  // Re-awaited after an interrupted wait (a timeout's lvalue operand): the
+  // budget unit was paid, and the waiter may still be queued.
+  if (registered_) return attempt();
+  // The budget before the system call (see the header).
+  if (!coop_try_consume()) {
+    yielding_ = true;
+    return false;
+  }
+  return attempt();
+}
+
+bool IoOperation::attempt() noexcept {
+  for (;;) {
+    const std::uint64_t state = source_->readiness();
+    if (state & IoSource::kShutdown) {
+      closed_ = true;
+      return true;
+    }
+    if (!(state & IoSource::ready_mask(waiter_.interest))) return false;
+    switch (step_(*this)) {
+      case Step::kDone:
+        return true;
+      case Step::kDoneDrained:
+        source_->clear_drained(state, waiter_.interest);
+        return true;
+      case Step::kWouldBlock:
+        break;
+    }
+    source_->clear_readiness(state, waiter_.interest);
+  }
+}
+
+bool IoOperation::must_wait(TaskHeader* task) noexcept {
+  registered_ = true;
+  return source_->register_waiter(waiter_, task);
+}
+
+bool IoOperation::await_suspend(std::coroutine_handle<> self) {
+  if (yielding_) {
+    yielding_ = false;
+    yield_current(self, &ready_check, this);
+    return true;
+  }
+  TaskHeader* task = suspend_current(self, &ready_check, this);
+  for (;;) {
+    if (must_wait(task)) return true;
+    if (attempt()) return false;
+  }
+}
+
+bool IoOperation::ready_check(void* context) noexcept {
+  IoOperation& self = *static_cast<IoOperation*>(context);
+  for (;;) {
+    if (self.attempt()) return true;
+    if (self.must_wait(tls_context.current_task)) return false;
+  }
+}
+
+void IoOperation::withdraw() noexcept {
+  registered_ = false;
+  source_->withdraw(waiter_);
+}
+
+}  // namespace volt::detail

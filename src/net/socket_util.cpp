@@ -1,0 +1,82 @@
+#include "net/socket_util.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <utility>
+
+namespace volt::net::detail {
+
+std::error_code open_socket(int family, int type, volt::detail::IoHandle& out) noexcept {
+  const int fd = ::socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno_code();
+  return volt::detail::IoHandle::open(fd, out);
+}
+
+std::error_code open_socket_pair(int type, volt::detail::IoHandle& first,
+                                 volt::detail::IoHandle& second) noexcept {
+  int fds[2];
+  if (::socketpair(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) < 0) return errno_code();
+  volt::detail::IoHandle a;
+  // IoHandle::open closes the descriptor it is given on failure; the other
+  // one is still ours to close.
+  if (std::error_code ec = volt::detail::IoHandle::open(fds[0], a)) {
+    ::close(fds[1]);
+    return ec;
+  }
+  volt::detail::IoHandle b;
+  if (std::error_code ec = volt::detail::IoHandle::open_like(fds[1], a, b)) return ec;
+  first = std::move(a);
+  second = std::move(b);
+  return {};
+}
+
+int accept_fd(int listen_fd, sockaddr_storage& peer, socklen_t& peer_len) noexcept {
+  for (;;) {
+    peer_len = sizeof peer;
+    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) return fd;
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    return -errno;
+  }
+}
+
+Expected<void> connect_now(int fd, const sockaddr* addr, socklen_t len) noexcept {
+  if (fd < 0) return errc::closed;
+  for (;;) {
+    if (::connect(fd, addr, len) == 0) return {};
+    if (errno != EINTR) return errno_code();
+  }
+}
+
+int new_socket(int family, int type) noexcept {
+  const int fd = ::socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  return fd >= 0 ? fd : -errno;
+}
+
+Expected<void> set_flag(int fd, int level, int option, bool on) noexcept {
+  if (fd < 0) return errc::closed;
+  const int value = on ? 1 : 0;
+  if (::setsockopt(fd, level, option, &value, sizeof value) < 0) return errno_code();
+  return {};
+}
+
+Expected<bool> get_flag(int fd, int level, int option) noexcept {
+  if (fd < 0) return errc::closed;
+  int value = 0;
+  socklen_t len = sizeof value;
+  if (::getsockopt(fd, level, option, &value, &len) < 0) return errno_code();
+  return value != 0;
+}
+
+Expected<std::optional<std::error_code>> take_socket_error(int fd) noexcept {
+  if (fd < 0) return errc::closed;
+  int value = 0;
+  socklen_t len = sizeof value;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &len) < 0) return errno_code();
+  if (value == 0) return std::optional<std::error_code>();
+  return std::optional<std::error_code>(errno_code(value));
+}
+
+}  // namespace volt::net::detail

@@ -1,0 +1,60 @@
+// Small system-call helpers shared by the socket types.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <optional>
+#include <system_error>
+
+#include "volt/detail/io_operation.hpp"
+#include "volt/expected.hpp"
+
+namespace volt::net::detail {
+
+inline std::error_code errno_code(int err = errno) noexcept {
+  return {err, std::system_category()};
+}
+
+// socket(2), non-blocking and close-on-exec, registered with the current
+// runtime's driver into `out`. For sockets that are ready for I/O as they
+// are (UDP). A stream socket must be registered only once it is listening
+// or its connect(2) has started (new_socket, then IoHandle::open): a fresh
+// unconnected stream socket reports EPOLLHUP (see io_source.hpp).
+std::error_code open_socket(int family, int type, volt::detail::IoHandle& out) noexcept;
+// socket(2), non-blocking and close-on-exec, not registered: the descriptor,
+// or -errno.
+int new_socket(int family, int type) noexcept;
+
+// socketpair(2) of AF_UNIX sockets of `type`, non-blocking and close-on-exec,
+// both registered with the current runtime's driver. On failure neither
+// handle is set and both descriptors are closed.
+std::error_code open_socket_pair(int type, volt::detail::IoHandle& first,
+                                 volt::detail::IoHandle& second) noexcept;
+
+// accept4 of one connection (non-blocking, close-on-exec): the descriptor,
+// or -errno. Retries EINTR and ECONNABORTED (a peer that gave up while
+// queued: the next one is taken instead).
+int accept_fd(int listen_fd, sockaddr_storage& peer, socklen_t& peer_len) noexcept;
+
+// connect(2) that completes at once (UDP and Unix datagram sockets: it only
+// records the default peer), retrying EINTR.
+Expected<void> connect_now(int fd, const sockaddr* addr, socklen_t len) noexcept;
+
+// getsockname / getpeername into an address type A (SocketAddr, UnixAddr).
+template <class A>
+Expected<A> socket_name(int fd, bool peer) noexcept {
+  sockaddr_storage storage{};
+  socklen_t len = sizeof storage;
+  auto* sa = reinterpret_cast<sockaddr*>(&storage);
+  const int r = peer ? ::getpeername(fd, sa, &len) : ::getsockname(fd, sa, &len);
+  if (r < 0) return errno_code();
+  return A::from_sockaddr(sa, len);
+}
+
+Expected<void> set_flag(int fd, int level, int option, bool on) noexcept;
+Expected<bool> get_flag(int fd, int level, int option) noexcept;
+// SO_ERROR: the pending error (0 if none), cleared by reading it.
+Expected<std::optional<std::error_code>> take_socket_error(int fd) noexcept;
+
+}  // namespace volt::net::detail

@@ -1,0 +1,248 @@
+#include "volt/net/tcp.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "net/socket_util.hpp"
+#include "volt/net/lookup_host.hpp"
+#include "volt/time/timeout.hpp"
+
+namespace volt::net {
+
+using volt::detail::Interest;
+using volt::detail::IoHandle;
+using volt::detail::IoOperation;
+using Step = IoOperation::Step;
+
+namespace {
+
+// Waits for a non-blocking connect(2) to finish. Write readiness says the
+// attempt ended; SO_ERROR says how (0 and a peer name: connected).
+class ConnectWait : public IoOperation {
+ public:
+  explicit ConnectWait(const IoHandle& h) noexcept
+      : IoOperation(h, Interest::kWrite, &step), fd_(h.fd()) {}
+  Expected<void> await_resume() noexcept {
+    finish();
+    if (closed()) return errc::closed;
+    if (error_ != 0) return detail::errno_code(error_);
+    return {};
+  }
+
+ private:
+  static Step step(IoOperation& op) noexcept {
+    auto& self = static_cast<ConnectWait&>(op);
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(self.fd_, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+    if (err != 0) {
+      self.error_ = err;
+      return Step::kDone;
+    }
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    if (::getpeername(self.fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0)
+      return Step::kDone;
+    if (errno == ENOTCONN) return Step::kWouldBlock;  // still in progress
+    self.error_ = errno;
+    return Step::kDone;
+  }
+  int fd_;
+  int error_ = 0;
+};
+
+}  // namespace
+
+// ---- TcpStream ----
+
+Task<Expected<TcpStream>> TcpStream::connect(SocketAddr addr) {
+  const int fd = detail::new_socket(addr.is_v6() ? AF_INET6 : AF_INET, SOCK_STREAM);
+  if (fd < 0) co_return detail::errno_code(-fd);
+  int r;
+  do {
+    r = ::connect(fd, addr.as_sockaddr(), addr.sockaddr_len());
+  } while (r < 0 && errno == EINTR);
+  if (r < 0 && errno != EINPROGRESS) {
+    const int err = errno;
+    ::close(fd);
+    co_return detail::errno_code(err);
+  }
+  // Registered only now that the connect has started (see new_socket).
+  TcpStream stream;
+  if (std::error_code ec = IoHandle::open(fd, stream.handle_)) co_return ec;
+  if (r == 0) co_return stream;
+  Expected<void> done = co_await ConnectWait(stream.handle_);
+  if (!done) co_return done.error();
+  co_return stream;
+}
+
+Task<Expected<TcpStream>> TcpStream::connect(std::string host_port) {
+  Expected<std::vector<SocketAddr>> addrs = co_await lookup_host(std::move(host_port));
+  if (!addrs) co_return addrs.error();
+  std::error_code last = make_error_code(errc::host_not_found);
+  for (const SocketAddr& addr : *addrs) {
+    Expected<TcpStream> stream = co_await connect(addr);
+    if (stream) co_return std::move(*stream);
+    last = stream.error();
+  }
+  co_return last;
+}
+
+Task<Expected<TcpStream>> TcpStream::connect_timeout(SocketAddr addr,
+                                                     std::chrono::nanoseconds limit) {
+  Expected<Expected<TcpStream>> result = co_await volt::timeout(limit, connect(addr));
+  if (!result) co_return result.error();
+  co_return std::move(*result);
+}
+
+Expected<TcpStream> TcpStream::from_fd(int fd) noexcept {
+  TcpStream stream;
+  if (std::error_code ec = IoHandle::open(fd, stream.handle_)) return ec;
+  return stream;
+}
+
+Expected<void> TcpStream::set_nodelay(bool on) const noexcept {
+  return detail::set_flag(handle_.fd(), IPPROTO_TCP, TCP_NODELAY, on);
+}
+
+Expected<bool> TcpStream::nodelay() const noexcept {
+  return detail::get_flag(handle_.fd(), IPPROTO_TCP, TCP_NODELAY);
+}
+
+Expected<SocketAddr> TcpStream::local_addr() const noexcept {
+  if (!handle_) return errc::closed;
+  return detail::socket_name<SocketAddr>(handle_.fd(), false);
+}
+
+Expected<SocketAddr> TcpStream::peer_addr() const noexcept {
+  if (!handle_) return errc::closed;
+  return detail::socket_name<SocketAddr>(handle_.fd(), true);
+}
+
+Expected<std::optional<std::error_code>> TcpStream::take_error() const noexcept {
+  return detail::take_socket_error(handle_.fd());
+}
+
+std::pair<TcpStream::ReadHalf, TcpStream::WriteHalf> TcpStream::split() noexcept {
+  return {ReadHalf(this), WriteHalf(this)};
+}
+
+std::pair<TcpStream::OwnedReadHalf, TcpStream::OwnedWriteHalf> TcpStream::into_split() && {
+  auto shared = std::make_shared<TcpStream>(std::move(*this));
+  return {OwnedReadHalf(shared), OwnedWriteHalf(shared)};
+}
+
+Expected<TcpStream> TcpStream::OwnedReadHalf::reunite(OwnedWriteHalf& write) noexcept {
+  if (!stream_ || stream_ != write.stream_) return errc::invalid_argument;
+  TcpStream stream = std::move(*stream_);
+  stream_.reset();
+  write.stream_.reset();
+  return stream;
+}
+
+// ---- TcpListener ----
+
+Expected<TcpListener> TcpListener::bind(const SocketAddr& addr, int backlog) noexcept {
+  if (backlog <= 0) return errc::invalid_argument;
+  const int fd = detail::new_socket(addr.is_v6() ? AF_INET6 : AF_INET, SOCK_STREAM);
+  if (fd < 0) return detail::errno_code(-fd);
+  auto fail = [fd](int err) {
+    ::close(fd);
+    return detail::errno_code(err);
+  };
+  // SO_REUSEADDR: a restarted server can bind while old connections linger
+  // in TIME_WAIT (it does not allow two listeners on one port on Linux).
+  const int on = 1;
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) < 0) return fail(errno);
+  if (::bind(fd, addr.as_sockaddr(), addr.sockaddr_len()) < 0) return fail(errno);
+  if (::listen(fd, backlog) < 0) return fail(errno);
+  // Registered only now that it listens (see new_socket).
+  TcpListener listener;
+  if (std::error_code ec = IoHandle::open(fd, listener.handle_)) return ec;
+  return listener;
+}
+
+Expected<TcpListener> TcpListener::bind(std::string_view addr, int backlog) noexcept {
+  Expected<SocketAddr> parsed = SocketAddr::parse(addr);
+  if (!parsed) return parsed.error();
+  return bind(*parsed, backlog);
+}
+
+Expected<SocketAddr> TcpListener::local_addr() const noexcept {
+  if (!handle_) return errc::closed;
+  return detail::socket_name<SocketAddr>(handle_.fd(), false);
+}
+
+namespace {
+
+// accept4 of one connection: the descriptor, or -errno.
+int accept_one(int listen_fd, sockaddr_storage& peer, socklen_t& peer_len) noexcept {
+  for (;;) {
+    peer_len = sizeof peer;
+    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) return fd;
+    // ECONNABORTED: the peer gave up while queued; take the next one.
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    return -errno;
+  }
+}
+
+}  // namespace
+
+Step TcpListener::Accept::step(IoOperation& op) noexcept {
+  auto& self = static_cast<Accept&>(op);
+  const int fd = accept_one(self.listener_->handle_.fd(), self.peer_, self.peer_len_);
+  if (fd >= 0) {
+    self.fd_ = fd;
+    return Step::kDone;
+  }
+  if (fd == -EAGAIN || fd == -EWOULDBLOCK) return Step::kWouldBlock;
+  // EMFILE and friends: reported, and the readiness is left set, so the
+  // next accept() retries the system call at once (the connection that
+  // could not be taken is still queued; no new edge would announce it).
+  self.error_ = -fd;
+  return Step::kDone;
+}
+
+TcpListener::Accept::~Accept() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Expected<std::pair<TcpStream, SocketAddr>> TcpListener::Accept::await_resume() noexcept {
+  finish();
+  if (closed()) return errc::closed;
+  if (error_ != 0) return detail::errno_code(error_);
+  TcpStream stream;
+  const int fd = std::exchange(fd_, -1);
+  if (std::error_code ec = IoHandle::open_like(fd, listener_->handle_, stream.handle_)) return ec;
+  Expected<SocketAddr> addr =
+      SocketAddr::from_sockaddr(reinterpret_cast<const sockaddr*>(&peer_), peer_len_);
+  if (!addr) return addr.error();
+  return std::pair<TcpStream, SocketAddr>(std::move(stream), *addr);
+}
+
+Expected<std::pair<TcpStream, SocketAddr>> TcpListener::try_accept() const noexcept {
+  if (!handle_) return errc::closed;
+  const std::uint64_t seen = volt::detail::io_readiness(handle_);
+  sockaddr_storage peer{};
+  socklen_t peer_len = 0;
+  const int fd = accept_one(handle_.fd(), peer, peer_len);
+  if (fd < 0) {
+    if (fd == -EAGAIN || fd == -EWOULDBLOCK)
+      volt::detail::io_clear_readiness(handle_, seen, Interest::kRead);
+    return detail::errno_code(-fd);
+  }
+  TcpStream stream;
+  if (std::error_code ec = IoHandle::open_like(fd, handle_, stream.handle_)) return ec;
+  Expected<SocketAddr> addr =
+      SocketAddr::from_sockaddr(reinterpret_cast<const sockaddr*>(&peer), peer_len);
+  if (!addr) return addr.error();
+  return std::pair<TcpStream, SocketAddr>(std::move(stream), *addr);
+}
+
+}  // namespace volt::net

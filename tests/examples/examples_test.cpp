@@ -1,0 +1,415 @@
+// Tests of the example programs (examples/), run as child processes and
+// spoken to over loopback with plain blocking sockets, as a user would:
+// echo_server + echo_client (round trips, a mismatch detected), http_server
+// (200/404/405/431, keep-alive, pipelining, graceful shutdown on SIGTERM with
+// a request in flight, SIGINT), chat_server (a line from one client reaches
+// the two others, not its author).
+//
+// Each server is started on port 0 and prints its address on the first line
+// of stdout. Every read has a timeout (kPatience): a hung program fails the
+// test instead of hanging it; children are killed when a test ends.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// How long any single step may take before the test calls it hung (generous:
+// sanitizer builds on a loaded 2-core machine).
+constexpr auto kPatience = 20s;
+
+std::string example(std::string_view name) {
+  return std::string(VOLT_EXAMPLES_DIR) + "/" + std::string(name);
+}
+
+// A child process with its stdout (and optionally stdin) on pipes.
+class Child {
+ public:
+  Child(const std::string& path, std::vector<std::string> args, bool pipe_stdin = false) {
+    int out[2];
+    int in[2] = {-1, -1};
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    if (pipe_stdin) {
+      EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    if (pipe_stdin) posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+    std::vector<char*> argv;
+    args.insert(args.begin(), path);
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int err = ::posix_spawn(&pid_, path.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    EXPECT_EQ(err, 0) << path << ": " << std::strerror(err);
+    ::close(out[1]);
+    stdout_ = out[0];
+    if (pipe_stdin) {
+      ::close(in[0]);
+      stdin_ = in[1];
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (pid_ > 0 && !status_) {
+      ::kill(pid_, SIGKILL);
+      int status;
+      ::waitpid(pid_, &status, 0);
+    }
+    if (stdout_ >= 0) ::close(stdout_);
+    close_stdin();
+  }
+
+  // The next line of the child's stdout (without '\n'); nullopt at end of
+  // stream or after kPatience.
+  std::optional<std::string> read_line() {
+    const auto deadline = Clock::now() + kPatience;
+    for (;;) {
+      if (auto nl = buffered_.find('\n'); nl != std::string::npos) {
+        std::string line = buffered_.substr(0, nl);
+        buffered_.erase(0, nl + 1);
+        return line;
+      }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      pollfd p{stdout_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+        return std::nullopt;
+      char buf[4096];
+      const ssize_t n = ::read(stdout_, buf, sizeof buf);
+      if (n <= 0) return std::nullopt;
+      buffered_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+
+  // The port in the first line ("listening on [http://]127.0.0.1:PORT[/...]").
+  int listening_port() {
+    std::optional<std::string> line = read_line();
+    EXPECT_TRUE(line) << "the server printed no address";
+    if (!line) return 0;
+    const auto at = line->find("127.0.0.1:");
+    EXPECT_NE(at, std::string::npos) << *line;
+    if (at == std::string::npos) return 0;
+    return std::atoi(line->c_str() + at + std::strlen("127.0.0.1:"));
+  }
+
+  void write_stdin(std::string_view text) {
+    ASSERT_EQ(::write(stdin_, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  }
+  void close_stdin() {
+    if (stdin_ >= 0) ::close(stdin_);
+    stdin_ = -1;
+  }
+
+  void signal(int signum) { ASSERT_EQ(::kill(pid_, signum), 0); }
+
+  // The exit status (waitpid's), or nullopt if it did not exit within `limit`.
+  std::optional<int> wait(std::chrono::milliseconds limit = kPatience) {
+    const auto deadline = Clock::now() + limit;
+    while (!status_) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        status_ = status;
+      } else if (Clock::now() > deadline) {
+        return std::nullopt;
+      } else {
+        std::this_thread::sleep_for(10ms);
+      }
+    }
+    return status_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int stdout_ = -1;
+  int stdin_ = -1;
+  std::string buffered_;
+  std::optional<int> status_;
+};
+
+bool exited_zero(std::optional<int> status) {
+  return status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+}
+
+// A blocking loopback client with a receive timeout.
+class Client {
+ public:
+  explicit Client(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_GE(fd_, 0);
+    timeval tv{static_cast<time_t>(kPatience / 1s), 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client() { ::close(fd_); }
+
+  void send(std::string_view text) {
+    ASSERT_EQ(::send(fd_, text.data(), text.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(text.size()));
+  }
+
+  // Reads until `n` bytes are buffered (or end of stream / timeout) and takes them.
+  std::string read_exactly(std::size_t n) {
+    while (buffered_.size() < n && fill()) {
+    }
+    std::string out = buffered_.substr(0, n);
+    buffered_.erase(0, out.size());
+    return out;
+  }
+  // One '\n'-terminated line without the '\n'; nullopt at end of stream / timeout.
+  std::optional<std::string> read_line() {
+    for (;;) {
+      if (auto nl = buffered_.find('\n'); nl != std::string::npos) {
+        std::string line = buffered_.substr(0, nl);
+        buffered_.erase(0, nl + 1);
+        return line;
+      }
+      if (!fill()) return std::nullopt;
+    }
+  }
+  // Everything until the peer closes; `closed` says whether it did (rather
+  // than the read timing out).
+  std::string read_to_end(bool* closed) {
+    while (fill()) {
+    }
+    *closed = eof_;
+    return std::exchange(buffered_, {});
+  }
+  // "host:port" of this end, as the server sees it.
+  std::string local_address() const {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    char ip[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+    return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
+  }
+
+ private:
+  // One recv; false at end of stream, on an error or on the timeout.
+  bool fill() {
+    char buf[4096];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n == 0) eof_ = true;
+    if (n <= 0) return false;
+    buffered_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  std::string buffered_;
+  bool eof_ = false;
+};
+
+// ---- echo_server + echo_client ----
+
+TEST(EchoExample, ClientCountMessagesRoundTrip) {
+  Child server(example("echo_server"), {"127.0.0.1:0"});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+  Child client(example("echo_client"), {"127.0.0.1:" + std::to_string(port), "--count", "500"});
+  std::optional<std::string> summary = client.read_line();
+  ASSERT_TRUE(summary);
+  EXPECT_NE(summary->find("500 messages"), std::string::npos) << *summary;
+  EXPECT_TRUE(exited_zero(client.wait()));
+}
+
+TEST(EchoExample, ClientEchoesStdinLines) {
+  Child server(example("echo_server"), {"127.0.0.1:0"});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+  Child client(example("echo_client"), {"127.0.0.1:" + std::to_string(port)}, true);
+  client.write_stdin("first line\nsecond, longer line\n");
+  client.close_stdin();
+  EXPECT_EQ(client.read_line(), "first line");
+  EXPECT_EQ(client.read_line(), "second, longer line");
+  EXPECT_TRUE(exited_zero(client.wait()));
+}
+
+TEST(EchoExample, ServerEchoesManyClientsAtOnce) {
+  Child server(example("echo_server"), {"127.0.0.1:0"});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 20; ++i)
+    clients.push_back(std::make_unique<Client>(port));
+  for (int round = 0; round < 5; ++round) {
+    for (std::size_t i = 0; i < clients.size(); ++i)
+      clients[i]->send("client " + std::to_string(i) + " round " + std::to_string(round) + "\n");
+    for (std::size_t i = 0; i < clients.size(); ++i)
+      EXPECT_EQ(clients[i]->read_line(),
+                "client " + std::to_string(i) + " round " + std::to_string(round));
+  }
+}
+
+// A "server" that answers with the wrong bytes: the client must say so.
+TEST(EchoExample, ClientFailsOnAMismatchedEcho) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  Child client(example("echo_client"), {"127.0.0.1:" + std::to_string(ntohs(a.sin_port))}, true);
+  client.write_stdin("hello\n");
+  const int conn = ::accept(listener, nullptr, nullptr);
+  ASSERT_GE(conn, 0);
+  char buf[6];
+  ASSERT_EQ(::recv(conn, buf, sizeof buf, MSG_WAITALL), 6);
+  ASSERT_EQ(::send(conn, "jello\n", 6, MSG_NOSIGNAL), 6);
+  const std::optional<int> status = client.wait();
+  ::close(conn);
+  ::close(listener);
+  ASSERT_TRUE(status) << "echo_client hung";
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_NE(WEXITSTATUS(*status), 0);
+}
+
+// ---- http_server ----
+
+constexpr std::string_view kHello =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
+constexpr std::string_view kNotFound = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+constexpr std::string_view kNotAllowed =
+    "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+constexpr std::string_view kRequest = "GET / HTTP/1.1\r\nHost: test\r\n\r\n";
+
+TEST(HttpExample, AnswersKeepsAliveAndPipelines) {
+  Child server(example("http_server"), {"127.0.0.1:0"});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+  Client c(port);
+  c.send(kRequest);
+  EXPECT_EQ(c.read_exactly(kHello.size()), kHello);
+  // Same connection (keep-alive): a 404, then three pipelined requests in
+  // one segment, answered in order.
+  c.send("GET /missing HTTP/1.1\r\nHost: test\r\n\r\n");
+  EXPECT_EQ(c.read_exactly(kNotFound.size()), kNotFound);
+  c.send(std::string(kRequest) + "GET /nope HTTP/1.1\r\n\r\n" + std::string(kRequest));
+  EXPECT_EQ(c.read_exactly(kHello.size() + kNotFound.size() + kHello.size()),
+            std::string(kHello) + std::string(kNotFound) + std::string(kHello));
+  // Another method: 405, then the server closes.
+  c.send("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  bool closed = false;
+  EXPECT_EQ(c.read_to_end(&closed), kNotAllowed);
+  EXPECT_TRUE(closed);
+
+  // A request head that never ends: 431 once 8 KiB have arrived, then close.
+  // Exactly 8 KiB, so that nothing is left unread when the server closes
+  // (unread bytes would make the close a reset).
+  Client big(port);
+  const std::string head = "GET / HTTP/1.1\r\nX-Long: ";
+  big.send(head + std::string(8192 - head.size(), 'a'));
+  const std::string answer = big.read_to_end(&closed);
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 431 ")) << answer;
+  EXPECT_TRUE(closed);
+
+  server.signal(SIGTERM);
+  EXPECT_TRUE(exited_zero(server.wait()));
+}
+
+TEST(HttpExample, SigtermFinishesTheRequestInFlightClosesIdleAndExitsZero) {
+  Child server(example("http_server"), {"127.0.0.1:0"});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+  Client idle(port);
+  idle.send(kRequest);
+  ASSERT_EQ(idle.read_exactly(kHello.size()), kHello);  // now idle, kept alive
+  Client busy(port);
+  busy.send("GET / HTTP/1.1\r\nHost: te");  // half a request: in flight
+  std::this_thread::sleep_for(100ms);       // let the server read it
+
+  server.signal(SIGTERM);
+  // The idle keep-alive connection is closed by the shutdown...
+  bool closed = false;
+  EXPECT_EQ(idle.read_to_end(&closed), "");
+  EXPECT_TRUE(closed) << "the idle connection was not closed";
+  EXPECT_FALSE(server.wait(50ms)) << "exited before the request in flight was answered";
+  // ...while the one in the middle of a request still gets its answer.
+  busy.send("st\r\n\r\n");
+  EXPECT_EQ(busy.read_to_end(&closed), kHello);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(exited_zero(server.wait()));
+}
+
+TEST(HttpExample, SigintExitsZero) {
+  Child server(example("http_server"), {"127.0.0.1:0"});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+  {
+    Client c(port);
+    c.send(kRequest);
+    EXPECT_EQ(c.read_exactly(kHello.size()), kHello);
+  }
+  server.signal(SIGINT);
+  EXPECT_TRUE(exited_zero(server.wait()));
+}
+
+// ---- chat_server ----
+
+// The next line that is not a "***" notice.
+std::optional<std::string> next_message(Client& c) {
+  for (;;) {
+    std::optional<std::string> line = c.read_line();
+    if (!line || !line->starts_with("***")) return line;
+  }
+}
+
+TEST(ChatExample, ALineReachesEveryOtherClientNotItsAuthor) {
+  Child server(example("chat_server"), {"127.0.0.1:0"});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+  Client a(port), b(port), c(port);
+  // Each is in the room once it has its welcome line.
+  for (Client* x : {&a, &b, &c}) {
+    std::optional<std::string> welcome = x->read_line();
+    ASSERT_TRUE(welcome);
+    EXPECT_EQ(*welcome, "*** welcome, you are " + x->local_address());
+  }
+  a.send("hello from a\n");
+  const std::string expected = "[" + a.local_address() + "] hello from a";
+  EXPECT_EQ(next_message(b), expected);
+  EXPECT_EQ(next_message(c), expected);
+  // a is not sent its own line: the next message it sees is b's.
+  b.send("hi a\n");
+  EXPECT_EQ(next_message(a), "[" + b.local_address() + "] hi a");
+  EXPECT_EQ(next_message(c), "[" + b.local_address() + "] hi a");
+}
+
+}  // namespace
