@@ -17,6 +17,8 @@
 #include "volt/net/lookup_host.hpp"
 #include "volt/net/socket_addr.hpp"
 #include "volt/net/stream_halves.hpp"
+#include "volt/net/stream_ops.hpp"
+#include "volt/net/tcp.hpp"
 #include "volt/net/udp.hpp"
 #include "volt/net/unix.hpp"
 #include "volt/runtime/runtime.hpp"

@@ -127,23 +127,6 @@ Expected<std::optional<std::error_code>> TcpStream::take_error() const noexcept 
   return detail::take_socket_error(handle_.fd());
 }
 
-std::pair<TcpStream::ReadHalf, TcpStream::WriteHalf> TcpStream::split() noexcept {
-  return {ReadHalf(this), WriteHalf(this)};
-}
-
-std::pair<TcpStream::OwnedReadHalf, TcpStream::OwnedWriteHalf> TcpStream::into_split() && {
-  auto shared = std::make_shared<TcpStream>(std::move(*this));
-  return {OwnedReadHalf(shared), OwnedWriteHalf(shared)};
-}
-
-Expected<TcpStream> TcpStream::OwnedReadHalf::reunite(OwnedWriteHalf& write) noexcept {
-  if (!stream_ || stream_ != write.stream_) return errc::invalid_argument;
-  TcpStream stream = std::move(*stream_);
-  stream_.reset();
-  write.stream_.reset();
-  return stream;
-}
-
 // ---- TcpListener ----
 
 Expected<TcpListener> TcpListener::bind(const SocketAddr& addr, int backlog) noexcept {
@@ -177,26 +160,9 @@ Expected<SocketAddr> TcpListener::local_addr() const noexcept {
   return detail::socket_name<SocketAddr>(handle_.fd(), false);
 }
 
-namespace {
-
-// accept4 of one connection: the descriptor, or -errno.
-int accept_one(int listen_fd, sockaddr_storage& peer, socklen_t& peer_len) noexcept {
-  for (;;) {
-    peer_len = sizeof peer;
-    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &peer_len,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd >= 0) return fd;
-    // ECONNABORTED: the peer gave up while queued; take the next one.
-    if (errno == EINTR || errno == ECONNABORTED) continue;
-    return -errno;
-  }
-}
-
-}  // namespace
-
 Step TcpListener::Accept::step(IoOperation& op) noexcept {
   auto& self = static_cast<Accept&>(op);
-  const int fd = accept_one(self.listener_->handle_.fd(), self.peer_, self.peer_len_);
+  const int fd = detail::accept_fd(self.listener_->handle_.fd(), self.peer_, self.peer_len_);
   if (fd >= 0) {
     self.fd_ = fd;
     return Step::kDone;
@@ -231,7 +197,7 @@ Expected<std::pair<TcpStream, SocketAddr>> TcpListener::try_accept() const noexc
   const std::uint64_t seen = volt::detail::io_readiness(handle_);
   sockaddr_storage peer{};
   socklen_t peer_len = 0;
-  const int fd = accept_one(handle_.fd(), peer, peer_len);
+  const int fd = detail::accept_fd(handle_.fd(), peer, peer_len);
   if (fd < 0) {
     if (fd == -EAGAIN || fd == -EWOULDBLOCK)
       volt::detail::io_clear_readiness(handle_, seen, Interest::kRead);

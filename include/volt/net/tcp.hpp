@@ -55,12 +55,11 @@
 #include "volt/io/async_io.hpp"
 #include "volt/io/buffer.hpp"
 #include "volt/net/socket_addr.hpp"
+#include "volt/net/stream_halves.hpp"
 #include "volt/net/stream_ops.hpp"
 #include "volt/task/task.hpp"
 
 namespace volt::net {
-
-class TcpStream;
 
 class TcpStream {
  public:
@@ -110,16 +109,20 @@ class TcpStream {
   // The pending socket error (SO_ERROR), cleared by reading it.
   Expected<std::optional<std::error_code>> take_error() const noexcept;
 
-  // Borrowed halves: the read half and the write half may be used by two
-  // tasks at once; both refer to this stream, which must outlive them.
-  class ReadHalf;
-  class WriteHalf;
-  std::pair<ReadHalf, WriteHalf> split() noexcept;
-  // Owned halves: each keeps the stream alive (one shared allocation); the
-  // socket closes when both are gone. reunite() gives the stream back.
-  class OwnedReadHalf;
-  class OwnedWriteHalf;
-  std::pair<OwnedReadHalf, OwnedWriteHalf> into_split() &&;
+  // Halves (stream_halves.hpp): a read half and a write half usable by two
+  // tasks at once. Borrowed halves refer to this stream, which must outlive
+  // them; owned halves share one allocation holding it, and reunite() gives
+  // it back.
+  using ReadHalf = StreamReadHalf<TcpStream>;
+  using WriteHalf = StreamWriteHalf<TcpStream>;
+  using OwnedReadHalf = OwnedStreamReadHalf<TcpStream>;
+  using OwnedWriteHalf = OwnedStreamWriteHalf<TcpStream>;
+  std::pair<ReadHalf, WriteHalf> split() const noexcept {
+    return StreamHalves<TcpStream>::borrow(*this);
+  }
+  std::pair<OwnedReadHalf, OwnedWriteHalf> into_split() && {
+    return StreamHalves<TcpStream>::own(std::move(*this));
+  }
 
   int native_handle() const noexcept { return handle_.fd(); }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
@@ -132,82 +135,6 @@ class TcpStream {
  private:
   friend class TcpListener;
   volt::detail::IoHandle handle_;
-};
-
-class TcpStream::ReadHalf {
- public:
-  Read read(io::MutableBuffer buf) const noexcept { return stream_->read(buf); }
-  ReadExact read_exact(io::MutableBuffer buf) const noexcept { return stream_->read_exact(buf); }
-  net::Ready readable() const noexcept { return stream_->readable(); }
-  Expected<std::size_t> try_read(io::MutableBuffer buf) const noexcept {
-    return stream_->try_read(buf);
-  }
-  Expected<SocketAddr> peer_addr() const noexcept { return stream_->peer_addr(); }
-
- private:
-  friend class TcpStream;
-  explicit ReadHalf(const TcpStream* s) noexcept : stream_(s) {}
-  const TcpStream* stream_;
-};
-
-class TcpStream::WriteHalf {
- public:
-  Write write(io::ConstBuffer buf) const noexcept { return stream_->write(buf); }
-  WriteAll write_all(io::ConstBuffer buf) const noexcept { return stream_->write_all(buf); }
-  Writev writev(std::span<const io::ConstBuffer> bufs) const noexcept {
-    return stream_->writev(bufs);
-  }
-  io::Ready<Expected<void>> flush() const noexcept { return stream_->flush(); }
-  io::Ready<Expected<void>> shutdown() const noexcept { return stream_->shutdown(); }
-  net::Ready writable() const noexcept { return stream_->writable(); }
-  Expected<std::size_t> try_write(io::ConstBuffer buf) const noexcept {
-    return stream_->try_write(buf);
-  }
-
- private:
-  friend class TcpStream;
-  explicit WriteHalf(const TcpStream* s) noexcept : stream_(s) {}
-  const TcpStream* stream_;
-};
-
-class TcpStream::OwnedReadHalf {
- public:
-  Read read(io::MutableBuffer buf) const noexcept { return stream_->read(buf); }
-  ReadExact read_exact(io::MutableBuffer buf) const noexcept { return stream_->read_exact(buf); }
-  net::Ready readable() const noexcept { return stream_->readable(); }
-  Expected<std::size_t> try_read(io::MutableBuffer buf) const noexcept {
-    return stream_->try_read(buf);
-  }
-  Expected<SocketAddr> peer_addr() const noexcept { return stream_->peer_addr(); }
-  // The stream, if `write` is this one's other half; errc::invalid_argument
-  // (both halves left as they were) otherwise.
-  Expected<TcpStream> reunite(OwnedWriteHalf& write) noexcept;
-
- private:
-  friend class TcpStream;
-  explicit OwnedReadHalf(std::shared_ptr<TcpStream> s) noexcept : stream_(std::move(s)) {}
-  std::shared_ptr<TcpStream> stream_;
-};
-
-class TcpStream::OwnedWriteHalf {
- public:
-  Write write(io::ConstBuffer buf) const noexcept { return stream_->write(buf); }
-  WriteAll write_all(io::ConstBuffer buf) const noexcept { return stream_->write_all(buf); }
-  Writev writev(std::span<const io::ConstBuffer> bufs) const noexcept {
-    return stream_->writev(bufs);
-  }
-  io::Ready<Expected<void>> flush() const noexcept { return stream_->flush(); }
-  io::Ready<Expected<void>> shutdown() const noexcept { return stream_->shutdown(); }
-  net::Ready writable() const noexcept { return stream_->writable(); }
-  Expected<std::size_t> try_write(io::ConstBuffer buf) const noexcept {
-    return stream_->try_write(buf);
-  }
-
- private:
-  friend class TcpStream;
-  friend class TcpStream::OwnedReadHalf;
-  explicit OwnedWriteHalf(std::shared_ptr<TcpStream> s) noexcept : stream_(std::move(s)) {}
-  std::shared_ptr<TcpStream> stream_;
 };
 
 class TcpListener {
@@ -255,5 +182,7 @@ class TcpListener {
 };
 
 static_assert(io::AsyncRead<TcpStream> && io::AsyncWrite<TcpStream>);
+static_assert(io::AsyncRead<TcpStream::OwnedReadHalf> && io::AsyncWrite<TcpStream::OwnedWriteHalf>);
+static_assert(io::AsyncRead<TcpStream::ReadHalf> && io::AsyncWrite<TcpStream::WriteHalf>);
 
 }  // namespace volt::net
