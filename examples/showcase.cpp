@@ -6,20 +6,27 @@
 // late they fired, a timeout, an interval), the blocking pool and the
 // synchronisation primitives (a semaphore bounding concurrency, a mutex, a
 // barrier, a once-cell, a cancellation token), and prints what happened and
-// the runtime's statistics.
+// the runtime's statistics. Then it serves HTTP (the server of
+// examples/http_server) on 127.0.0.1:8080 until Ctrl-C or SIGTERM, which
+// stop it gracefully (exit status 0):
 //
-//   ./build/release/examples/volt_showcase [tasks] [workers]
+//   ./build/release/examples/volt_showcase [tasks] [workers] [--http ADDRESS] [--no-http]
+//   curl http://127.0.0.1:8080/          # from another terminal: Hello, World!
+//
+// --http 127.0.0.1:9000 serves elsewhere; --no-http exits after the demos.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "http_handler.hpp"
 #include "volt/volt.hpp"
 
 namespace {
@@ -291,9 +298,26 @@ volt::Task<std::uint64_t> main_task(std::uint64_t tasks) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::uint64_t tasks = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 200'000;
+  std::vector<std::string> positional;
+  std::optional<std::string> http = "127.0.0.1:8080";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--http" && i + 1 < argc) {
+      http = argv[++i];
+    } else if (arg == "--no-http") {
+      http.reset();
+    } else if (!arg.starts_with("-")) {
+      positional.push_back(arg);
+    } else {
+      std::fprintf(stderr,
+                   "usage: volt_showcase [tasks] [workers] [--http ADDRESS] [--no-http]\n");
+      return 2;
+    }
+  }
+  std::uint64_t tasks =
+      positional.size() > 0 ? std::strtoull(positional[0].c_str(), nullptr, 10) : 200'000;
   auto builder = volt::Runtime::Builder().thread_name("showcase");
-  if (argc > 2) builder.worker_threads(std::strtoul(argv[2], nullptr, 10));
+  if (positional.size() > 1) builder.worker_threads(std::strtoul(positional[1].c_str(), nullptr, 10));
   volt::Runtime rt = builder.build();
 
   std::printf("volt showcase: %llu tasks\n", static_cast<unsigned long long>(tasks));
@@ -338,5 +362,15 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(w.times_parked),
                 static_cast<unsigned long long>(w.global_batch_fetches), w.global_queue_interval);
   }
-  return 0;
+  if (!http) return 0;
+
+  // Last, a real server: the HTTP/1.1 keep-alive server of
+  // examples/http_server, until Ctrl-C (SIGINT) or SIGTERM.
+  std::printf("\nHTTP: try `curl http://%s/` from another terminal; Ctrl-C stops the server\n",
+              http->c_str());
+  std::fflush(stdout);
+  const int status =
+      rt.block_on(http_example::serve_until_signalled(*http, std::chrono::seconds(5)));
+  if (status != 0) std::fprintf(stderr, "(serve on another port with --http 127.0.0.1:PORT)\n");
+  return status;
 }

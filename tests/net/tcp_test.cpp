@@ -295,6 +295,40 @@ TEST(Tcp, AcceptCancelledByTimeoutLosesNoConnection) {
   }());
 }
 
+// An always-ready socket cannot starve the other tasks of its worker: every
+// I/O operation takes a unit of the cooperative budget, so the reading loop
+// yields every 128 reads and the flag-setting task runs long before the
+// 64 KiB are read one byte at a time.
+TEST(Tcp, AlwaysReadySocketYieldsToOtherTasks) {
+  Runtime rt = make_runtime(kCurrentThread);
+  rt.block_on([]() -> Task<void> {
+    auto listener = TcpListener::bind(loopback());
+    auto client = co_await TcpStream::connect(*listener->local_addr());
+    auto accepted = co_await listener->accept();
+    constexpr std::size_t kBytes = 64 * 1024;
+    std::vector<char> data(kBytes, 'z');
+    EXPECT_TRUE(co_await client->write_all(data));
+    bool flag = false;
+    auto setter = spawn([](bool& f) -> Task<void> {
+      f = true;
+      co_return;
+    }(flag));
+    std::size_t reads_before_flag = 0;
+    std::size_t total = 0;
+    while (total < kBytes) {
+      char b;
+      auto n = co_await accepted->first.read(io::MutableBuffer(&b, 1));
+      EXPECT_TRUE(n && *n == 1);
+      if (!n || *n == 0) break;
+      total += *n;
+      if (!flag) ++reads_before_flag;
+    }
+    co_await setter;
+    EXPECT_EQ(total, kBytes);
+    EXPECT_LE(reads_before_flag, 2u * volt::detail::kCoopBudget);
+  }());
+}
+
 TEST(Tcp, BindErrors) {
   Runtime rt = make_runtime(kCurrentThread);
   rt.block_on([]() -> Task<void> {
