@@ -22,8 +22,9 @@
 // Graceful shutdown (serve() with a CancellationToken): when the token is
 // cancelled the accept loop stops (the listener is left open but unused, so
 // new connections wait in the backlog and are reset when it closes), every
-// idle keep-alive connection is closed, a connection holding part of a
-// request reads the rest, answers it and closes, and serve() waits for the
+// idle keep-alive connection is closed (one whose next request has already
+// arrived answers it first), a connection holding part of a request reads
+// the rest, answers it and closes, and serve() waits for the
 // last connection, at most `drain` long (then it gives up on the stragglers,
 // which the runtime's shutdown destroys).
 //
@@ -94,16 +95,20 @@ inline Answered answer(std::string_view input, std::string& output) {
 // for the last one.
 class Connections {
  public:
-  // Held by each connection's task for its lifetime (also when the runtime
-  // destroys the task at shutdown).
+  // One live connection: made by the accept loop before it spawns the
+  // connection's task (so a drain that starts before the task first runs
+  // still counts it), moved into the task, released when the task ends or
+  // the runtime destroys it. A Guard of nullptr counts nothing.
   class Guard {
    public:
     explicit Guard(std::shared_ptr<Connections> c) noexcept : c_(std::move(c)) {
-      // relaxed: a counter only; the decrement in ~Guard is what idle() orders with.
+      // relaxed: the accept loop increments before it returns to serve(),
+      // which then reads the count in the same task (program order); the
+      // decrement in ~Guard is what idle() orders with.
       if (c_) c_->live_.fetch_add(1, std::memory_order_relaxed);
     }
-    Guard(const Guard&) = delete;
-    Guard& operator=(const Guard&) = delete;
+    Guard(Guard&& other) noexcept : c_(std::move(other.c_)) {}
+    Guard& operator=(Guard&&) = delete;
     ~Guard() {
       // release: pairs with the acquire load in live(), so a drain that sees
       // zero sees every connection's work done. The last one out wakes the
@@ -141,11 +146,11 @@ class Connections {
 // One connection, until the peer closes it, an error, a 405/431, or (with a
 // `shutdown` token) the shutdown: idle, it closes at once; holding part of a
 // request, it answers that request first. Without a token (the benchmark)
-// each read is a plain read, as on the Tokio side.
-inline volt::Task<void> serve_connection(volt::net::TcpStream stream,
-                                         std::optional<volt::CancellationToken> shutdown = {},
-                                         std::shared_ptr<Connections> live = nullptr) {
-  Connections::Guard guard(std::move(live));
+// each read is a plain read, as on the Tokio side. `guard` counts the
+// connection in its server's Connections until the task ends.
+inline volt::Task<void> serve_connection(
+    volt::net::TcpStream stream, std::optional<volt::CancellationToken> shutdown = {},
+    [[maybe_unused]] Connections::Guard guard = Connections::Guard(nullptr)) {
   if (!stream.set_nodelay(true)) co_return;
   char input[kMaxHead];
   std::size_t filled = 0;
@@ -155,9 +160,10 @@ inline volt::Task<void> serve_connection(volt::net::TcpStream stream,
     volt::io::MutableBuffer free_space(input + filled, kMaxHead - filled);
     volt::Expected<std::size_t> n = volt::errc::closed;  // set by one of the reads below
     if (shutdown && filled == 0) {
-      // Idle between requests: the shutdown may end the wait. The read
-      // that loses has taken nothing (read is cancel-safe).
-      auto first = co_await volt::select(stream.read(free_space), shutdown->cancelled());
+      // Idle between requests: the shutdown may end the wait. Biased: a
+      // request that has already arrived is read (and answered) first. The
+      // read that loses has taken nothing (read is cancel-safe).
+      auto first = co_await volt::select_biased(stream.read(free_space), shutdown->cancelled());
       if (first.index() == 1) co_return;
       n = std::move(std::get<0>(first));
     } else {
@@ -187,8 +193,8 @@ inline volt::Task<void> serve_connection(volt::net::TcpStream stream,
 }
 
 // Accepts until `shutdown` is cancelled (forever without one), a task per
-// connection; the tasks get copies of the token and of `live`, so they may
-// outlive the loop.
+// connection; the tasks get copies of the token and a Guard of `live`, so
+// they may outlive the loop.
 inline volt::Task<void> accept_loop(const volt::net::TcpListener& listener,
                                     std::optional<volt::CancellationToken> shutdown = {},
                                     std::shared_ptr<Connections> live = nullptr) {
@@ -206,7 +212,8 @@ inline volt::Task<void> accept_loop(const volt::net::TcpListener& listener,
       accepted = co_await listener.accept();
     }
     if (accepted) {
-      (void)volt::spawn(serve_connection(std::move(accepted->first), shutdown, live));
+      (void)volt::spawn(
+          serve_connection(std::move(accepted->first), shutdown, Connections::Guard(live)));
       continue;
     }
     // Out of descriptors (EMFILE/ENFILE) or memory: the connection waits in

@@ -309,15 +309,15 @@ int main(int argc, char** argv) {
     } else if (!arg.starts_with("-")) {
       positional.push_back(arg);
     } else {
-      std::fprintf(stderr,
-                   "usage: volt_showcase [tasks] [workers] [--http ADDRESS] [--no-http]\n");
+      std::fprintf(stderr, "usage: volt_showcase [tasks] [workers] [--http ADDRESS] [--no-http]\n");
       return 2;
     }
   }
   std::uint64_t tasks =
       positional.size() > 0 ? std::strtoull(positional[0].c_str(), nullptr, 10) : 200'000;
   auto builder = volt::Runtime::Builder().thread_name("showcase");
-  if (positional.size() > 1) builder.worker_threads(std::strtoul(positional[1].c_str(), nullptr, 10));
+  if (positional.size() > 1)
+    builder.worker_threads(std::strtoul(positional[1].c_str(), nullptr, 10));
   volt::Runtime rt = builder.build();
 
   std::printf("volt showcase: %llu tasks\n", static_cast<unsigned long long>(tasks));
@@ -366,8 +366,9 @@ int main(int argc, char** argv) {
 
   // Last, a real server: the HTTP/1.1 keep-alive server of
   // examples/http_server, until Ctrl-C (SIGINT) or SIGTERM.
-  std::printf("\nHTTP: try `curl http://%s/` from another terminal; Ctrl-C stops the server\n",
-              http->c_str());
+  std::printf(
+      "\nHTTP: the server of examples/http_server; `curl` the address below from "
+      "another terminal\n");
   std::fflush(stdout);
   const int status =
       rt.block_on(http_example::serve_until_signalled(*http, std::chrono::seconds(5)));

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -152,6 +154,24 @@ class Child {
   std::string buffered_;
   std::optional<int> status_;
 };
+
+// Under ThreadSanitizer a signal sent from outside is held by TSan when it
+// lands on a thread asleep in a raw futex or epoll system call (every thread
+// of an idle server), until that thread calls a function TSan intercepts,
+// which may be never (tests/signal/signal_test.cpp has the details). So the
+// graceful-shutdown assertions, which send SIGTERM/SIGINT to the server,
+// run in the Release and ASan builds only.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kSignalsFromOutsideArrive = false;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kSignalsFromOutsideArrive = false;
+#else
+constexpr bool kSignalsFromOutsideArrive = true;
+#endif
+#else
+constexpr bool kSignalsFromOutsideArrive = true;
+#endif
 
 bool exited_zero(std::optional<int> status) {
   return status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
@@ -340,11 +360,14 @@ TEST(HttpExample, AnswersKeepsAliveAndPipelines) {
   EXPECT_TRUE(answer.starts_with("HTTP/1.1 431 ")) << answer;
   EXPECT_TRUE(closed);
 
-  server.signal(SIGTERM);
-  EXPECT_TRUE(exited_zero(server.wait()));
+  if (kSignalsFromOutsideArrive) {
+    server.signal(SIGTERM);
+    EXPECT_TRUE(exited_zero(server.wait()));
+  }
 }
 
 TEST(HttpExample, SigtermFinishesTheRequestInFlightClosesIdleAndExitsZero) {
+  if (!kSignalsFromOutsideArrive) GTEST_SKIP() << "signals from outside do not arrive under TSan";
   Child server(example("http_server"), {"127.0.0.1:0"});
   const int port = server.listening_port();
   ASSERT_GT(port, 0);
@@ -369,6 +392,7 @@ TEST(HttpExample, SigtermFinishesTheRequestInFlightClosesIdleAndExitsZero) {
 }
 
 TEST(HttpExample, SigintExitsZero) {
+  if (!kSignalsFromOutsideArrive) GTEST_SKIP() << "signals from outside do not arrive under TSan";
   Child server(example("http_server"), {"127.0.0.1:0"});
   const int port = server.listening_port();
   ASSERT_GT(port, 0);
@@ -379,6 +403,38 @@ TEST(HttpExample, SigintExitsZero) {
   }
   server.signal(SIGINT);
   EXPECT_TRUE(exited_zero(server.wait()));
+}
+
+// The server runs with a descriptor limit far below the number of clients:
+// its accept loop hits EMFILE, backs off, and serves the waiting clients as
+// the earlier ones leave (each answered in turn, none refused or dropped).
+TEST(HttpExample, KeepsServingAfterRunningOutOfDescriptors) {
+  constexpr int kClients = 60;
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 32;  // the server's own descriptors (~10) + about 20 connections
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  Child server(example("http_server"), {"127.0.0.1:0"});  // inherits the limit
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<Client>(port));  // queued in the backlog if need be
+    clients.back()->send(kRequest);
+  }
+  // In connection order (the order they are accepted): each is answered,
+  // then leaves, freeing a descriptor for one still waiting.
+  for (int i = 0; i < kClients; ++i) {
+    EXPECT_EQ(clients[i]->read_exactly(kHello.size()), kHello) << "client " << i;
+    clients[i].reset();
+  }
+  if (kSignalsFromOutsideArrive) {
+    server.signal(SIGTERM);
+    EXPECT_TRUE(exited_zero(server.wait()));
+  }
 }
 
 // ---- chat_server ----
