@@ -111,6 +111,8 @@ std::error_code Driver::add(IoSource& source) noexcept {
   ev.data.ptr = &source;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, source.fd(), &ev) < 0)
     return {errno, std::system_category()};
+  // relaxed: a count for has_io_sources(), which synchronises nothing.
+  sources_.fetch_add(1, std::memory_order_relaxed);
   return {};
 }
 
@@ -119,6 +121,7 @@ void Driver::remove(int fd) noexcept {
   // always is until now.
   epoll_event ev{};
   [[maybe_unused]] int r = ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, &ev);
+  sources_.fetch_sub(1, std::memory_order_relaxed);  // see add()
 }
 
 void Driver::retire(IoSource* source) noexcept {

@@ -75,6 +75,9 @@ class Driver {
   // Any thread. epoll_ctl DEL: once it returns, no later epoll_wait reports
   // the descriptor.
   void remove(int fd) noexcept;
+  // Whether any I/O source is registered (a heuristic for the parker: see
+  // Parker::park). relaxed: a stale answer only costs some latency once.
+  bool has_io_sources() const noexcept { return sources_.load(std::memory_order_relaxed) != 0; }
   // Any thread, after remove(). The source is freed at the next turn (an
   // event for it may be being dispatched right now by the holder).
   void retire(IoSource* source) noexcept;
@@ -88,6 +91,7 @@ class Driver {
   std::atomic<bool> held_{false};
   // Holder only (held_'s acquire/release orders successive holders).
   std::uint32_t tick_ = 0;
+  std::atomic<std::uint64_t> sources_{0};  // registered I/O sources
   SpinLock retired_lock_;
   IoSource* retired_ = nullptr;  // guarded by retired_lock_
 };

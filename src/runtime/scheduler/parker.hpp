@@ -35,6 +35,9 @@ class Parker {
  private:
   enum : std::uint32_t { kEmpty = 0, kParkedFutex = 1, kParkedDriver = 2, kNotified = 3 };
   static constexpr int kYieldsBeforeSleep = 3;
+  // Yields up to kYieldsBeforeSleep times; true if a notification arrived
+  // meanwhile (consumed).
+  bool consumed_after_yields() noexcept;
   void park_on_futex() noexcept;
   void park_on_driver(Driver& driver) noexcept;
 
