@@ -49,8 +49,8 @@ struct Pair {
 
 Task<Pair> connected_pair() {
   Pair p;
-  p.listener = std::move(*TcpListener::bind(loopback()));
-  p.client = std::move(*(co_await TcpStream::connect(*p.listener.local_addr())));
+  p.listener = *TcpListener::bind(loopback());
+  p.client = *(co_await TcpStream::connect(*p.listener.local_addr()));
   p.server = std::move((*(co_await p.listener.accept())).first);
   co_return p;
 }
