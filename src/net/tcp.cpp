@@ -123,10 +123,6 @@ Expected<SocketAddr> TcpStream::peer_addr() const noexcept {
   return detail::socket_name<SocketAddr>(handle_.fd(), true);
 }
 
-Expected<std::optional<std::error_code>> TcpStream::take_error() const noexcept {
-  return detail::take_socket_error(handle_.fd());
-}
-
 // ---- TcpListener ----
 
 Expected<TcpListener> TcpListener::bind(const SocketAddr& addr, int backlog) noexcept {
@@ -158,57 +154,6 @@ Expected<TcpListener> TcpListener::bind(std::string_view addr, int backlog) noex
 Expected<SocketAddr> TcpListener::local_addr() const noexcept {
   if (!handle_) return errc::closed;
   return detail::socket_name<SocketAddr>(handle_.fd(), false);
-}
-
-Step TcpListener::Accept::step(IoOperation& op) noexcept {
-  auto& self = static_cast<Accept&>(op);
-  const int fd = detail::accept_fd(self.listener_->handle_.fd(), self.peer_, self.peer_len_);
-  if (fd >= 0) {
-    self.fd_ = fd;
-    return Step::kDone;
-  }
-  if (fd == -EAGAIN || fd == -EWOULDBLOCK) return Step::kWouldBlock;
-  // EMFILE and friends: reported, and the readiness is left set, so the
-  // next accept() retries the system call at once (the connection that
-  // could not be taken is still queued; no new edge would announce it).
-  self.error_ = -fd;
-  return Step::kDone;
-}
-
-TcpListener::Accept::~Accept() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-Expected<std::pair<TcpStream, SocketAddr>> TcpListener::Accept::await_resume() noexcept {
-  finish();
-  if (closed()) return errc::closed;
-  if (error_ != 0) return detail::errno_code(error_);
-  TcpStream stream;
-  const int fd = std::exchange(fd_, -1);
-  if (std::error_code ec = IoHandle::open_like(fd, listener_->handle_, stream.handle_)) return ec;
-  Expected<SocketAddr> addr =
-      SocketAddr::from_sockaddr(reinterpret_cast<const sockaddr*>(&peer_), peer_len_);
-  if (!addr) return addr.error();
-  return std::pair<TcpStream, SocketAddr>(std::move(stream), *addr);
-}
-
-Expected<std::pair<TcpStream, SocketAddr>> TcpListener::try_accept() const noexcept {
-  if (!handle_) return errc::closed;
-  const std::uint64_t seen = volt::detail::io_readiness(handle_);
-  sockaddr_storage peer{};
-  socklen_t peer_len = 0;
-  const int fd = detail::accept_fd(handle_.fd(), peer, peer_len);
-  if (fd < 0) {
-    if (fd == -EAGAIN || fd == -EWOULDBLOCK)
-      volt::detail::io_clear_readiness(handle_, seen, Interest::kRead);
-    return detail::errno_code(-fd);
-  }
-  TcpStream stream;
-  if (std::error_code ec = IoHandle::open_like(fd, handle_, stream.handle_)) return ec;
-  Expected<SocketAddr> addr =
-      SocketAddr::from_sockaddr(reinterpret_cast<const sockaddr*>(&peer), peer_len);
-  if (!addr) return addr.error();
-  return std::pair<TcpStream, SocketAddr>(std::move(stream), *addr);
 }
 
 }  // namespace volt::net

@@ -54,8 +54,4 @@ Expected<bool> UdpSocket::broadcast() const noexcept {
   return detail::get_flag(handle_.fd(), SOL_SOCKET, SO_BROADCAST);
 }
 
-Expected<std::optional<std::error_code>> UdpSocket::take_error() const noexcept {
-  return detail::take_socket_error(handle_.fd());
-}
-
 }  // namespace volt::net

@@ -75,10 +75,6 @@ Expected<UnixAddr> UnixStream::peer_addr() const noexcept {
   return detail::socket_name<UnixAddr>(handle_.fd(), true);
 }
 
-Expected<std::optional<std::error_code>> UnixStream::take_error() const noexcept {
-  return detail::take_socket_error(handle_.fd());
-}
-
 // ---- UnixListener ----
 
 Expected<UnixListener> UnixListener::bind(const UnixAddr& addr, int backlog) noexcept {
@@ -98,55 +94,6 @@ Expected<UnixListener> UnixListener::bind(std::string_view path, int backlog) no
 Expected<UnixAddr> UnixListener::local_addr() const noexcept {
   if (!handle_) return errc::closed;
   return detail::socket_name<UnixAddr>(handle_.fd(), false);
-}
-
-Step UnixListener::Accept::step(IoOperation& op) noexcept {
-  auto& self = static_cast<Accept&>(op);
-  const int fd = detail::accept_fd(self.listener_->handle_.fd(), self.peer_, self.peer_len_);
-  if (fd >= 0) {
-    self.fd_ = fd;
-    return Step::kDone;
-  }
-  if (fd == -EAGAIN || fd == -EWOULDBLOCK) return Step::kWouldBlock;
-  // EMFILE and friends: reported with the readiness left set, so the next
-  // accept() retries the system call at once (the queued connection raises
-  // no new edge).
-  self.error_ = -fd;
-  return Step::kDone;
-}
-
-UnixListener::Accept::~Accept() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-Expected<std::pair<UnixStream, UnixAddr>> UnixListener::Accept::await_resume() noexcept {
-  finish();
-  if (closed()) return errc::closed;
-  if (error_ != 0) return detail::errno_code(error_);
-  UnixStream stream;
-  const int fd = std::exchange(fd_, -1);
-  if (std::error_code ec = IoHandle::open_like(fd, listener_->handle_, stream.handle_)) return ec;
-  Expected<UnixAddr> addr = detail::received_addr<UnixAddr>(peer_, peer_len_);
-  if (!addr) return addr.error();
-  return std::pair<UnixStream, UnixAddr>(std::move(stream), *addr);
-}
-
-Expected<std::pair<UnixStream, UnixAddr>> UnixListener::try_accept() const noexcept {
-  if (!handle_) return errc::closed;
-  const std::uint64_t seen = volt::detail::io_readiness(handle_);
-  sockaddr_storage peer{};
-  socklen_t peer_len = 0;
-  const int fd = detail::accept_fd(handle_.fd(), peer, peer_len);
-  if (fd < 0) {
-    if (fd == -EAGAIN || fd == -EWOULDBLOCK)
-      volt::detail::io_clear_readiness(handle_, seen, Interest::kRead);
-    return detail::errno_code(-fd);
-  }
-  UnixStream stream;
-  if (std::error_code ec = IoHandle::open_like(fd, handle_, stream.handle_)) return ec;
-  Expected<UnixAddr> addr = detail::received_addr<UnixAddr>(peer, peer_len);
-  if (!addr) return addr.error();
-  return std::pair<UnixStream, UnixAddr>(std::move(stream), *addr);
 }
 
 // ---- UnixDatagram ----
@@ -201,10 +148,6 @@ Expected<UnixAddr> UnixDatagram::local_addr() const noexcept {
 Expected<UnixAddr> UnixDatagram::peer_addr() const noexcept {
   if (!handle_) return errc::closed;
   return detail::socket_name<UnixAddr>(handle_.fd(), true);
-}
-
-Expected<std::optional<std::error_code>> UnixDatagram::take_error() const noexcept {
-  return detail::take_socket_error(handle_.fd());
 }
 
 }  // namespace volt::net

@@ -55,6 +55,7 @@
 #include "volt/expected.hpp"
 #include "volt/io/buffer.hpp"
 #include "volt/net/socket_addr.hpp"
+#include "volt/net/syscall_op.hpp"
 
 namespace volt::net {
 
@@ -72,92 +73,66 @@ Expected<Addr> received_addr(const sockaddr_storage& storage, socklen_t len) noe
 }  // namespace detail
 
 // sendto(2) of one datagram to `dest`.
-class [[nodiscard]] SendTo : public volt::detail::IoOperation {
+class [[nodiscard]] SendTo : public detail::SyscallOp {
  public:
   SendTo(const volt::detail::IoHandle& h, io::ConstBuffer buf, const sockaddr* dest,
          socklen_t dest_len) noexcept
-      : IoOperation(h, volt::detail::Interest::kWrite, &step), fd_(h.fd()), buf_(buf) {
+      : SyscallOp(h, volt::detail::Interest::kWrite, &step), buf_(buf) {
     // Copied, so that a temporary address may be passed; a length that does
     // not fit is clamped and rejected by the kernel (EINVAL).
     dest_len_ = dest_len <= sizeof dest_ ? dest_len : socklen_t{sizeof dest_};
     if (dest) std::memcpy(&dest_, dest, dest_len_);
   }
-  Expected<std::size_t> await_resume() noexcept {
-    finish();
-    if (closed()) return errc::closed;
-    if (error_ != 0) return std::error_code(error_, std::system_category());
-    return done_;
-  }
+  Expected<std::size_t> await_resume() noexcept { return outcome(done_); }
 
  private:
   static Step step(IoOperation& op) noexcept;
-  int fd_;
   io::ConstBuffer buf_;
   sockaddr_storage dest_{};
   socklen_t dest_len_ = 0;
   std::size_t done_ = 0;
-  int error_ = 0;
 };
 
 // send(2) of one datagram to the connected peer.
-class [[nodiscard]] Send : public volt::detail::IoOperation {
+class [[nodiscard]] Send : public detail::SyscallOp {
  public:
   Send(const volt::detail::IoHandle& h, io::ConstBuffer buf) noexcept
-      : IoOperation(h, volt::detail::Interest::kWrite, &step), fd_(h.fd()), buf_(buf) {}
-  Expected<std::size_t> await_resume() noexcept {
-    finish();
-    if (closed()) return errc::closed;
-    if (error_ != 0) return std::error_code(error_, std::system_category());
-    return done_;
-  }
+      : SyscallOp(h, volt::detail::Interest::kWrite, &step), buf_(buf) {}
+  Expected<std::size_t> await_resume() noexcept { return outcome(done_); }
 
  private:
   static Step step(IoOperation& op) noexcept;
-  int fd_;
   io::ConstBuffer buf_;
   std::size_t done_ = 0;
-  int error_ = 0;
 };
 
 // recv(2) of one datagram from the connected peer (bytes stored, see
 // "Truncation" above).
-class [[nodiscard]] Recv : public volt::detail::IoOperation {
+class [[nodiscard]] Recv : public detail::SyscallOp {
  public:
   Recv(const volt::detail::IoHandle& h, io::MutableBuffer buf) noexcept
-      : IoOperation(h, volt::detail::Interest::kRead, &step), fd_(h.fd()), buf_(buf) {}
-  Expected<std::size_t> await_resume() noexcept {
-    finish();
-    if (closed()) return errc::closed;
-    if (error_ != 0) return std::error_code(error_, std::system_category());
-    return done_;
-  }
+      : SyscallOp(h, volt::detail::Interest::kRead, &step), buf_(buf) {}
+  Expected<std::size_t> await_resume() noexcept { return outcome(done_); }
 
  private:
   static Step step(IoOperation& op) noexcept;
-  int fd_;
   io::MutableBuffer buf_;
   std::size_t done_ = 0;
-  int error_ = 0;
 };
 
 // The address-independent part of RecvFrom (its system call lives in
 // src/net/datagram_ops.cpp).
-class RecvFromBase : public volt::detail::IoOperation {
+class RecvFromBase : public detail::SyscallOp {
  protected:
   // flags: 0 (recv_from) or MSG_PEEK | MSG_TRUNC (peek_from).
   RecvFromBase(const volt::detail::IoHandle& h, io::MutableBuffer buf, int flags) noexcept
-      : IoOperation(h, volt::detail::Interest::kRead, &step),
-        fd_(h.fd()),
-        flags_(flags),
-        buf_(buf) {}
+      : SyscallOp(h, volt::detail::Interest::kRead, &step), flags_(flags), buf_(buf) {}
 
-  int fd_;
   int flags_;
   io::MutableBuffer buf_;
   sockaddr_storage from_{};
   socklen_t from_len_ = 0;
   std::size_t done_ = 0;
-  int error_ = 0;
 
  private:
   static Step step(IoOperation& op) noexcept;
@@ -170,12 +145,11 @@ class [[nodiscard]] RecvFrom : public RecvFromBase {
   RecvFrom(const volt::detail::IoHandle& h, io::MutableBuffer buf, int flags = 0) noexcept
       : RecvFromBase(h, buf, flags) {}
   Expected<std::pair<std::size_t, Addr>> await_resume() noexcept {
-    finish();
-    if (closed()) return errc::closed;
-    if (error_ != 0) return std::error_code(error_, std::system_category());
+    Expected<std::size_t> n = outcome(done_);
+    if (!n) return n.error();
     Expected<Addr> from = detail::received_addr<Addr>(from_, from_len_);
     if (!from) return from.error();
-    return std::pair<std::size_t, Addr>(done_, std::move(*from));
+    return std::pair<std::size_t, Addr>(*n, std::move(*from));
   }
 };
 

@@ -32,106 +32,75 @@
 #include "volt/detail/io_operation.hpp"
 #include "volt/expected.hpp"
 #include "volt/io/buffer.hpp"
+#include "volt/net/syscall_op.hpp"
 
 namespace volt::net {
 
-class [[nodiscard]] Read : public volt::detail::IoOperation {
+class [[nodiscard]] Read : public detail::SyscallOp {
  public:
   Read(const volt::detail::IoHandle& h, io::MutableBuffer buf) noexcept
-      : IoOperation(h, volt::detail::Interest::kRead, &step), fd_(h.fd()), buf_(buf) {}
-  Expected<std::size_t> await_resume() noexcept {
-    finish();
-    if (closed()) return errc::closed;
-    if (error_ != 0) return std::error_code(error_, std::system_category());
-    return done_;
-  }
+      : SyscallOp(h, volt::detail::Interest::kRead, &step), buf_(buf) {}
+  Expected<std::size_t> await_resume() noexcept { return outcome(done_); }
 
  private:
   static Step step(IoOperation& op) noexcept;
-  int fd_;
   io::MutableBuffer buf_;
   std::size_t done_ = 0;
-  int error_ = 0;
 };
 
-class [[nodiscard]] ReadExact : public volt::detail::IoOperation {
+class [[nodiscard]] ReadExact : public detail::SyscallOp {
  public:
   ReadExact(const volt::detail::IoHandle& h, io::MutableBuffer buf) noexcept
-      : IoOperation(h, volt::detail::Interest::kRead, &step), fd_(h.fd()), buf_(buf) {}
+      : SyscallOp(h, volt::detail::Interest::kRead, &step), buf_(buf) {}
   Expected<void> await_resume() noexcept {
-    finish();
-    if (closed()) return errc::closed;
-    if (error_ != 0) return std::error_code(error_, std::system_category());
-    if (eof_) return errc::unexpected_eof;
-    return {};
+    Expected<void> r = outcome();
+    if (r && eof_) return errc::unexpected_eof;
+    return r;
   }
 
  private:
   static Step step(IoOperation& op) noexcept;
-  int fd_;
   io::MutableBuffer buf_;
   std::size_t done_ = 0;
-  int error_ = 0;
   bool eof_ = false;
 };
 
-class [[nodiscard]] Write : public volt::detail::IoOperation {
+class [[nodiscard]] Write : public detail::SyscallOp {
  public:
   Write(const volt::detail::IoHandle& h, io::ConstBuffer buf) noexcept
-      : IoOperation(h, volt::detail::Interest::kWrite, &step), fd_(h.fd()), buf_(buf) {}
-  Expected<std::size_t> await_resume() noexcept {
-    finish();
-    if (closed()) return errc::closed;
-    if (error_ != 0) return std::error_code(error_, std::system_category());
-    return done_;
-  }
+      : SyscallOp(h, volt::detail::Interest::kWrite, &step), buf_(buf) {}
+  Expected<std::size_t> await_resume() noexcept { return outcome(done_); }
 
  private:
   static Step step(IoOperation& op) noexcept;
-  int fd_;
   io::ConstBuffer buf_;
   std::size_t done_ = 0;
-  int error_ = 0;
 };
 
-class [[nodiscard]] WriteAll : public volt::detail::IoOperation {
+class [[nodiscard]] WriteAll : public detail::SyscallOp {
  public:
   WriteAll(const volt::detail::IoHandle& h, io::ConstBuffer buf) noexcept
-      : IoOperation(h, volt::detail::Interest::kWrite, &step), fd_(h.fd()), buf_(buf) {}
-  Expected<void> await_resume() noexcept {
-    finish();
-    if (closed()) return errc::closed;
-    if (error_ != 0) return std::error_code(error_, std::system_category());
-    return {};
-  }
+      : SyscallOp(h, volt::detail::Interest::kWrite, &step), buf_(buf) {}
+  Expected<void> await_resume() noexcept { return outcome(); }
 
  private:
   static Step step(IoOperation& op) noexcept;
-  int fd_;
   io::ConstBuffer buf_;
-  int error_ = 0;
 };
 
 // One sendmsg of up to kMaxBuffers buffers (IOV_MAX-safe); the rest of a
 // longer list is ignored, as a short write.
-class [[nodiscard]] Writev : public volt::detail::IoOperation {
+class [[nodiscard]] Writev : public detail::SyscallOp {
  public:
   static constexpr std::size_t kMaxBuffers = 64;
   Writev(const volt::detail::IoHandle& h, std::span<const io::ConstBuffer> bufs) noexcept
-      : IoOperation(h, volt::detail::Interest::kWrite, &step), fd_(h.fd()), bufs_(bufs) {}
-  Expected<std::size_t> await_resume() noexcept {
-    finish();
-    if (closed()) return errc::closed;
-    if (error_ != 0) return std::error_code(error_, std::system_category());
-    return done_;
-  }
+      : SyscallOp(h, volt::detail::Interest::kWrite, &step), bufs_(bufs) {}
+  Expected<std::size_t> await_resume() noexcept { return outcome(done_); }
 
  private:
   static Step step(IoOperation& op) noexcept;
-  int fd_;
   std::span<const io::ConstBuffer> bufs_;
   std::size_t done_ = 0;
-  int error_ = 0;
 };
 
 // Waits until the socket is (or may be) ready for `interest`; gives

@@ -54,14 +54,16 @@
 #include "volt/expected.hpp"
 #include "volt/io/async_io.hpp"
 #include "volt/io/buffer.hpp"
+#include "volt/net/accept.hpp"
 #include "volt/net/socket_addr.hpp"
 #include "volt/net/stream_halves.hpp"
 #include "volt/net/stream_ops.hpp"
+#include "volt/net/stream_socket.hpp"
 #include "volt/task/task.hpp"
 
 namespace volt::net {
 
-class TcpStream {
+class TcpStream : public StreamSocket {
  public:
   // An empty stream: every operation gives errc::closed.
   TcpStream() noexcept = default;
@@ -77,37 +79,10 @@ class TcpStream {
   // connect(addr) bounded by `limit`: errc::timed_out when it elapses.
   static Task<Expected<TcpStream>> connect_timeout(SocketAddr addr, std::chrono::nanoseconds limit);
 
-  Read read(io::MutableBuffer buf) const noexcept { return Read(handle_, buf); }
-  ReadExact read_exact(io::MutableBuffer buf) const noexcept { return ReadExact(handle_, buf); }
-  Write write(io::ConstBuffer buf) const noexcept { return Write(handle_, buf); }
-  WriteAll write_all(io::ConstBuffer buf) const noexcept { return WriteAll(handle_, buf); }
-  Writev writev(std::span<const io::ConstBuffer> bufs) const noexcept {
-    return Writev(handle_, bufs);
-  }
-  // Sockets have nothing to flush: ready at once (for io::AsyncWrite).
-  io::Ready<Expected<void>> flush() const noexcept { return io::Ready<Expected<void>>({}); }
-  // Ends the write direction (shutdown(SHUT_WR)): the peer reads end of
-  // stream; reading continues. Awaitable for io::AsyncWrite; never waits.
-  io::Ready<Expected<void>> shutdown() const noexcept {
-    return io::Ready<Expected<void>>(detail::shutdown(handle_, SHUT_WR));
-  }
-  // Waits until a read (or write) may make progress.
-  net::Ready readable() const noexcept { return {handle_, volt::detail::Interest::kRead}; }
-  net::Ready writable() const noexcept { return {handle_, volt::detail::Interest::kWrite}; }
-
-  Expected<std::size_t> try_read(io::MutableBuffer buf) const noexcept {
-    return detail::try_read(handle_, buf);
-  }
-  Expected<std::size_t> try_write(io::ConstBuffer buf) const noexcept {
-    return detail::try_write(handle_, buf);
-  }
-
   Expected<void> set_nodelay(bool on) const noexcept;
   Expected<bool> nodelay() const noexcept;
   Expected<SocketAddr> local_addr() const noexcept;
   Expected<SocketAddr> peer_addr() const noexcept;
-  // The pending socket error (SO_ERROR), cleared by reading it.
-  Expected<std::optional<std::error_code>> take_error() const noexcept;
 
   // Halves (stream_halves.hpp): a read half and a write half usable by two
   // tasks at once. Borrowed halves refer to this stream, which must outlive
@@ -124,17 +99,8 @@ class TcpStream {
     return StreamHalves<TcpStream>::own(std::move(*this));
   }
 
-  int native_handle() const noexcept { return handle_.fd(); }
-  explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  // Closes now (as the destructor does).
-  void close() noexcept { handle_.reset(); }
-
   // Adopts a connected, non-blocking stream socket (closed on failure).
   static Expected<TcpStream> from_fd(int fd) noexcept;
-
- private:
-  friend class TcpListener;
-  volt::detail::IoHandle handle_;
 };
 
 class TcpListener {
@@ -149,28 +115,13 @@ class TcpListener {
   // bind(SocketAddr::parse(text)): errc::invalid_argument if it does not parse.
   static Expected<TcpListener> bind(std::string_view addr, int backlog = 1024) noexcept;
 
-  class [[nodiscard]] Accept : public volt::detail::IoOperation {
-   public:
-    Accept(Accept&& other) noexcept : IoOperation(std::move(other)), listener_(other.listener_) {}
-    // Closes a connection accepted but never handed out.
-    ~Accept();
-    // The connection and the peer's address.
-    Expected<std::pair<TcpStream, SocketAddr>> await_resume() noexcept;
-
-   private:
-    friend class TcpListener;
-    explicit Accept(const TcpListener& l) noexcept
-        : IoOperation(l.handle_, volt::detail::Interest::kRead, &step), listener_(&l) {}
-    static Step step(IoOperation& op) noexcept;
-    const TcpListener* listener_;
-    int fd_ = -1;
-    int error_ = 0;
-    sockaddr_storage peer_{};
-    socklen_t peer_len_ = 0;
-  };
-  // The next connection. Cancel-safe: a cancelled accept has taken nothing.
-  Accept accept() const noexcept { return Accept(*this); }
-  Expected<std::pair<TcpStream, SocketAddr>> try_accept() const noexcept;
+  // The next connection (accept.hpp): cancel-safe; out of descriptors, the
+  // error is returned and the next accept() retries at once.
+  using Accept = detail::AcceptOp<TcpStream, SocketAddr>;
+  Accept accept() const noexcept { return Accept(handle_); }
+  Expected<std::pair<TcpStream, SocketAddr>> try_accept() const noexcept {
+    return detail::try_accept<TcpStream, SocketAddr>(handle_);
+  }
 
   Expected<SocketAddr> local_addr() const noexcept;
   int native_handle() const noexcept { return handle_.fd(); }

@@ -46,12 +46,13 @@
 #include "volt/expected.hpp"
 #include "volt/io/buffer.hpp"
 #include "volt/net/datagram_ops.hpp"
+#include "volt/net/datagram_socket.hpp"
 #include "volt/net/socket_addr.hpp"
 #include "volt/net/stream_ops.hpp"
 
 namespace volt::net {
 
-class UdpSocket {
+class UdpSocket : public DatagramSocket<SocketAddr> {
  public:
   // An empty socket: every operation gives errc::closed.
   UdpSocket() noexcept = default;
@@ -65,48 +66,10 @@ class UdpSocket {
   // bind(SocketAddr::parse(text)): errc::invalid_argument if it does not parse.
   static Expected<UdpSocket> bind(std::string_view addr) noexcept;
 
-  // One datagram to `dest` (copied: may be a temporary).
-  SendTo send_to(io::ConstBuffer buf, const SocketAddr& dest) const noexcept {
-    return SendTo(handle_, buf, dest.as_sockaddr(), dest.sockaddr_len());
-  }
-  // One datagram and its sender; bytes stored, at most buf.size().
-  RecvFrom<SocketAddr> recv_from(io::MutableBuffer buf) const noexcept {
-    return RecvFrom<SocketAddr>(handle_, buf);
-  }
-  // The next datagram's FULL length and sender, leaving it queued (copies
-  // what fits in buf).
-  RecvFrom<SocketAddr> peek_from(io::MutableBuffer buf) const noexcept {
-    return RecvFrom<SocketAddr>(handle_, buf, MSG_PEEK | MSG_TRUNC);
-  }
-
   // The default peer: send() goes there, recv() takes only its datagrams.
   // Synchronous. Errors: network_unreachable, address_family_not_supported
   // (an IPv6 peer on an IPv4 socket), errc::closed...
   Expected<void> connect(const SocketAddr& peer) const noexcept;
-  // After connect(): one datagram to / from the peer. Without a peer, send
-  // gives std::errc::destination_address_required.
-  Send send(io::ConstBuffer buf) const noexcept { return Send(handle_, buf); }
-  Recv recv(io::MutableBuffer buf) const noexcept { return Recv(handle_, buf); }
-
-  // One system call each, no waiting; would-block is
-  // std::errc::resource_unavailable_try_again.
-  Expected<std::size_t> try_send_to(io::ConstBuffer buf, const SocketAddr& dest) const noexcept {
-    return detail::try_send_to(handle_, buf, dest.as_sockaddr(), dest.sockaddr_len());
-  }
-  Expected<std::pair<std::size_t, SocketAddr>> try_recv_from(io::MutableBuffer buf) const noexcept {
-    return detail::try_recv_from<SocketAddr>(handle_, buf);
-  }
-  Expected<std::size_t> try_send(io::ConstBuffer buf) const noexcept {
-    return detail::try_write(handle_, buf);
-  }
-  Expected<std::size_t> try_recv(io::MutableBuffer buf) const noexcept {
-    return detail::try_read(handle_, buf);
-  }
-
-  // Waits until a receive (or send) may make progress (a report may be
-  // spurious: a try_ form may still give resource_unavailable_try_again).
-  net::Ready readable() const noexcept { return {handle_, volt::detail::Interest::kRead}; }
-  net::Ready writable() const noexcept { return {handle_, volt::detail::Interest::kWrite}; }
 
   Expected<SocketAddr> local_addr() const noexcept;
   // The connected peer; std::errc::not_connected before connect().
@@ -114,20 +77,9 @@ class UdpSocket {
   // SO_BROADCAST: whether datagrams may be sent to a broadcast address.
   Expected<void> set_broadcast(bool on) const noexcept;
   Expected<bool> broadcast() const noexcept;
-  // The pending socket error (SO_ERROR), cleared by reading it.
-  Expected<std::optional<std::error_code>> take_error() const noexcept;
-
-  int native_handle() const noexcept { return handle_.fd(); }
-  explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  // Closes now (as the destructor does); operations waiting in other tasks
-  // complete with errc::closed.
-  void close() noexcept { handle_.reset(); }
 
   // Adopts a bound, non-blocking UDP socket (closed on failure).
   static Expected<UdpSocket> from_fd(int fd) noexcept;
-
- private:
-  volt::detail::IoHandle handle_;
 };
 
 }  // namespace volt::net

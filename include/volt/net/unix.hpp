@@ -69,15 +69,18 @@
 #include "volt/expected.hpp"
 #include "volt/io/async_io.hpp"
 #include "volt/io/buffer.hpp"
+#include "volt/net/accept.hpp"
 #include "volt/net/datagram_ops.hpp"
+#include "volt/net/datagram_socket.hpp"
 #include "volt/net/socket_addr.hpp"
 #include "volt/net/stream_halves.hpp"
 #include "volt/net/stream_ops.hpp"
+#include "volt/net/stream_socket.hpp"
 #include "volt/task/task.hpp"
 
 namespace volt::net {
 
-class UnixStream {
+class UnixStream : public StreamSocket {
  public:
   // An empty stream: every operation gives errc::closed.
   UnixStream() noexcept = default;
@@ -91,35 +94,10 @@ class UnixStream {
   // Two connected, unnamed streams (socketpair).
   static Expected<std::pair<UnixStream, UnixStream>> pair() noexcept;
 
-  Read read(io::MutableBuffer buf) const noexcept { return Read(handle_, buf); }
-  ReadExact read_exact(io::MutableBuffer buf) const noexcept { return ReadExact(handle_, buf); }
-  Write write(io::ConstBuffer buf) const noexcept { return Write(handle_, buf); }
-  WriteAll write_all(io::ConstBuffer buf) const noexcept { return WriteAll(handle_, buf); }
-  Writev writev(std::span<const io::ConstBuffer> bufs) const noexcept {
-    return Writev(handle_, bufs);
-  }
-  // Sockets have nothing to flush: ready at once (for io::AsyncWrite).
-  io::Ready<Expected<void>> flush() const noexcept { return io::Ready<Expected<void>>({}); }
-  // Ends the write direction (shutdown(SHUT_WR)): the peer reads end of
-  // stream; reading continues. Never waits.
-  io::Ready<Expected<void>> shutdown() const noexcept {
-    return io::Ready<Expected<void>>(detail::shutdown(handle_, SHUT_WR));
-  }
-  net::Ready readable() const noexcept { return {handle_, volt::detail::Interest::kRead}; }
-  net::Ready writable() const noexcept { return {handle_, volt::detail::Interest::kWrite}; }
-
-  Expected<std::size_t> try_read(io::MutableBuffer buf) const noexcept {
-    return detail::try_read(handle_, buf);
-  }
-  Expected<std::size_t> try_write(io::ConstBuffer buf) const noexcept {
-    return detail::try_write(handle_, buf);
-  }
-
   // This end's address (usually unnamed for a connecting stream) and the
   // peer's (the listener's address for a connected client).
   Expected<UnixAddr> local_addr() const noexcept;
   Expected<UnixAddr> peer_addr() const noexcept;
-  Expected<std::optional<std::error_code>> take_error() const noexcept;
 
   // Halves usable from two tasks at once (stream_halves.hpp).
   using ReadHalf = StreamReadHalf<UnixStream>;
@@ -135,16 +113,8 @@ class UnixStream {
     return StreamHalves<UnixStream>::own(std::move(*this));
   }
 
-  int native_handle() const noexcept { return handle_.fd(); }
-  explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  void close() noexcept { handle_.reset(); }
-
   // Adopts a connected, non-blocking AF_UNIX stream socket (closed on failure).
   static Expected<UnixStream> from_fd(int fd) noexcept;
-
- private:
-  friend class UnixListener;
-  volt::detail::IoHandle handle_;
 };
 
 class UnixListener {
@@ -160,28 +130,13 @@ class UnixListener {
   static Expected<UnixListener> bind(const UnixAddr& addr, int backlog = 1024) noexcept;
   static Expected<UnixListener> bind(std::string_view path, int backlog = 1024) noexcept;
 
-  class [[nodiscard]] Accept : public volt::detail::IoOperation {
-   public:
-    Accept(Accept&& other) noexcept : IoOperation(std::move(other)), listener_(other.listener_) {}
-    // Closes a connection accepted but never handed out.
-    ~Accept();
-    // The connection and the peer's address (usually unnamed).
-    Expected<std::pair<UnixStream, UnixAddr>> await_resume() noexcept;
-
-   private:
-    friend class UnixListener;
-    explicit Accept(const UnixListener& l) noexcept
-        : IoOperation(l.handle_, volt::detail::Interest::kRead, &step), listener_(&l) {}
-    static Step step(IoOperation& op) noexcept;
-    const UnixListener* listener_;
-    int fd_ = -1;
-    int error_ = 0;
-    sockaddr_storage peer_{};
-    socklen_t peer_len_ = 0;
-  };
-  // The next connection. Cancel-safe: a cancelled accept has taken nothing.
-  Accept accept() const noexcept { return Accept(*this); }
-  Expected<std::pair<UnixStream, UnixAddr>> try_accept() const noexcept;
+  // The next connection (accept.hpp): cancel-safe; out of descriptors, the
+  // error is returned and the next accept() retries at once.
+  using Accept = detail::AcceptOp<UnixStream, UnixAddr>;
+  Accept accept() const noexcept { return Accept(handle_); }
+  Expected<std::pair<UnixStream, UnixAddr>> try_accept() const noexcept {
+    return detail::try_accept<UnixStream, UnixAddr>(handle_);
+  }
 
   Expected<UnixAddr> local_addr() const noexcept;
   int native_handle() const noexcept { return handle_.fd(); }
@@ -193,7 +148,7 @@ class UnixListener {
   volt::detail::IoHandle handle_;
 };
 
-class UnixDatagram {
+class UnixDatagram : public DatagramSocket<UnixAddr> {
  public:
   // An empty socket: every operation gives errc::closed.
   UnixDatagram() noexcept = default;
@@ -215,51 +170,12 @@ class UnixDatagram {
   Expected<void> connect(const UnixAddr& peer) const noexcept;
   Expected<void> connect(std::string_view path) const noexcept;
 
-  // One datagram to `dest` (copied: may be a temporary). Use
-  // UnixAddr::from_path for a path given as text.
-  SendTo send_to(io::ConstBuffer buf, const UnixAddr& dest) const noexcept {
-    return SendTo(handle_, buf, dest.as_sockaddr(), dest.sockaddr_len());
-  }
-  RecvFrom<UnixAddr> recv_from(io::MutableBuffer buf) const noexcept {
-    return RecvFrom<UnixAddr>(handle_, buf);
-  }
-  // The next datagram's FULL length and sender, leaving it queued.
-  RecvFrom<UnixAddr> peek_from(io::MutableBuffer buf) const noexcept {
-    return RecvFrom<UnixAddr>(handle_, buf, MSG_PEEK | MSG_TRUNC);
-  }
-  Send send(io::ConstBuffer buf) const noexcept { return Send(handle_, buf); }
-  Recv recv(io::MutableBuffer buf) const noexcept { return Recv(handle_, buf); }
-
-  Expected<std::size_t> try_send_to(io::ConstBuffer buf, const UnixAddr& dest) const noexcept {
-    return detail::try_send_to(handle_, buf, dest.as_sockaddr(), dest.sockaddr_len());
-  }
-  Expected<std::pair<std::size_t, UnixAddr>> try_recv_from(io::MutableBuffer buf) const noexcept {
-    return detail::try_recv_from<UnixAddr>(handle_, buf);
-  }
-  Expected<std::size_t> try_send(io::ConstBuffer buf) const noexcept {
-    return detail::try_write(handle_, buf);
-  }
-  Expected<std::size_t> try_recv(io::MutableBuffer buf) const noexcept {
-    return detail::try_read(handle_, buf);
-  }
-
-  net::Ready readable() const noexcept { return {handle_, volt::detail::Interest::kRead}; }
-  net::Ready writable() const noexcept { return {handle_, volt::detail::Interest::kWrite}; }
-
   Expected<UnixAddr> local_addr() const noexcept;
   // The connected peer; std::errc::not_connected before connect().
   Expected<UnixAddr> peer_addr() const noexcept;
-  Expected<std::optional<std::error_code>> take_error() const noexcept;
-
-  int native_handle() const noexcept { return handle_.fd(); }
-  explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  void close() noexcept { handle_.reset(); }
 
   // Adopts a non-blocking AF_UNIX datagram socket (closed on failure).
   static Expected<UnixDatagram> from_fd(int fd) noexcept;
-
- private:
-  volt::detail::IoHandle handle_;
 };
 
 static_assert(io::AsyncRead<UnixStream> && io::AsyncWrite<UnixStream>);
