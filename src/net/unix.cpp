@@ -16,18 +16,23 @@ using Step = IoOperation::Step;
 
 namespace {
 
-// socket + bind for UnixListener and UnixDatagram.
-std::error_code open_bound(int type, const UnixAddr& addr, IoHandle& out) noexcept {
+// socket + bind (+ listen if backlog > 0) for UnixListener and
+// UnixDatagram, registered only once bound and listening: an unconnected
+// stream socket reports EPOLLHUP (see new_socket in socket_util.hpp).
+std::error_code open_bound(int type, const UnixAddr& addr, IoHandle& out,
+                           int backlog = 0) noexcept {
   // An unnamed address would make bind() autobind to a random abstract name
   // on Linux: not what "bind to this address" means.
   if (addr.is_unnamed()) return make_error_code(errc::invalid_argument);
-  if (std::error_code ec = detail::open_socket(AF_UNIX, type, out)) return ec;
-  if (::bind(out.fd(), addr.as_sockaddr(), addr.sockaddr_len()) < 0) {
+  const int fd = detail::new_socket(AF_UNIX, type);
+  if (fd < 0) return detail::errno_code(-fd);
+  if (::bind(fd, addr.as_sockaddr(), addr.sockaddr_len()) < 0 ||
+      (backlog > 0 && ::listen(fd, backlog) < 0)) {
     const std::error_code ec = detail::errno_code();
-    out.reset();
+    ::close(fd);
     return ec;
   }
-  return {};
+  return IoHandle::open(fd, out);
 }
 
 }  // namespace
@@ -36,13 +41,18 @@ std::error_code open_bound(int type, const UnixAddr& addr, IoHandle& out) noexce
 
 Task<Expected<UnixStream>> UnixStream::connect(UnixAddr addr) {
   if (addr.is_unnamed()) co_return make_error_code(errc::invalid_argument);
-  UnixStream stream;
-  if (std::error_code ec = detail::open_socket(AF_UNIX, SOCK_STREAM, stream.handle_)) co_return ec;
+  const int fd = detail::new_socket(AF_UNIX, SOCK_STREAM);
+  if (fd < 0) co_return detail::errno_code(-fd);
   // On Linux a non-blocking AF_UNIX connect completes at once or fails (a
   // full backlog is EAGAIN, not EINPROGRESS): nothing to wait for.
-  Expected<void> done =
-      detail::connect_now(stream.handle_.fd(), addr.as_sockaddr(), addr.sockaddr_len());
-  if (!done) co_return done.error();
+  Expected<void> done = detail::connect_now(fd, addr.as_sockaddr(), addr.sockaddr_len());
+  if (!done) {
+    ::close(fd);
+    co_return done.error();
+  }
+  // Registered once connected (see open_bound).
+  UnixStream stream;
+  if (std::error_code ec = IoHandle::open(fd, stream.handle_)) co_return ec;
   co_return stream;
 }
 
@@ -80,8 +90,7 @@ Expected<UnixAddr> UnixStream::peer_addr() const noexcept {
 Expected<UnixListener> UnixListener::bind(const UnixAddr& addr, int backlog) noexcept {
   if (backlog <= 0) return errc::invalid_argument;
   UnixListener listener;
-  if (std::error_code ec = open_bound(SOCK_STREAM, addr, listener.handle_)) return ec;
-  if (::listen(listener.handle_.fd(), backlog) < 0) return detail::errno_code();
+  if (std::error_code ec = open_bound(SOCK_STREAM, addr, listener.handle_, backlog)) return ec;
   return listener;
 }
 
