@@ -41,13 +41,15 @@ int accept_fd(int listen_fd, sockaddr_storage& peer, socklen_t& peer_len) noexce
 // records the default peer), retrying EINTR.
 Expected<void> connect_now(int fd, const sockaddr* addr, socklen_t len) noexcept;
 
-// getsockname / getpeername into an address type A (SocketAddr, UnixAddr).
+// getsockname / getpeername of `h` into an address type A (SocketAddr,
+// UnixAddr); errc::closed for an empty handle.
 template <class A>
-Expected<A> socket_name(int fd, bool peer) noexcept {
+Expected<A> socket_name(const volt::detail::IoHandle& h, bool peer) noexcept {
+  if (!h) return errc::closed;
   sockaddr_storage storage{};
   socklen_t len = sizeof storage;
   auto* sa = reinterpret_cast<sockaddr*>(&storage);
-  const int r = peer ? ::getpeername(fd, sa, &len) : ::getsockname(fd, sa, &len);
+  const int r = peer ? ::getpeername(h.fd(), sa, &len) : ::getsockname(h.fd(), sa, &len);
   if (r < 0) return errno_code();
   return A::from_sockaddr(sa, len);
 }

@@ -114,13 +114,11 @@ Expected<bool> TcpStream::nodelay() const noexcept {
 }
 
 Expected<SocketAddr> TcpStream::local_addr() const noexcept {
-  if (!handle_) return errc::closed;
-  return detail::socket_name<SocketAddr>(handle_.fd(), false);
+  return detail::socket_name<SocketAddr>(handle_, false);
 }
 
 Expected<SocketAddr> TcpStream::peer_addr() const noexcept {
-  if (!handle_) return errc::closed;
-  return detail::socket_name<SocketAddr>(handle_.fd(), true);
+  return detail::socket_name<SocketAddr>(handle_, true);
 }
 
 // ---- TcpListener ----
@@ -152,8 +150,7 @@ Expected<TcpListener> TcpListener::bind(std::string_view addr, int backlog) noex
 }
 
 Expected<SocketAddr> TcpListener::local_addr() const noexcept {
-  if (!handle_) return errc::closed;
-  return detail::socket_name<SocketAddr>(handle_.fd(), false);
+  return detail::socket_name<SocketAddr>(handle_, false);
 }
 
 }  // namespace volt::net

@@ -37,13 +37,11 @@ Expected<void> UdpSocket::connect(const SocketAddr& peer) const noexcept {
 }
 
 Expected<SocketAddr> UdpSocket::local_addr() const noexcept {
-  if (!handle_) return errc::closed;
-  return detail::socket_name<SocketAddr>(handle_.fd(), false);
+  return detail::socket_name<SocketAddr>(handle_, false);
 }
 
 Expected<SocketAddr> UdpSocket::peer_addr() const noexcept {
-  if (!handle_) return errc::closed;
-  return detail::socket_name<SocketAddr>(handle_.fd(), true);
+  return detail::socket_name<SocketAddr>(handle_, true);
 }
 
 Expected<void> UdpSocket::set_broadcast(bool on) const noexcept {

@@ -76,13 +76,11 @@ Expected<UnixStream> UnixStream::from_fd(int fd) noexcept {
 }
 
 Expected<UnixAddr> UnixStream::local_addr() const noexcept {
-  if (!handle_) return errc::closed;
-  return detail::socket_name<UnixAddr>(handle_.fd(), false);
+  return detail::socket_name<UnixAddr>(handle_, false);
 }
 
 Expected<UnixAddr> UnixStream::peer_addr() const noexcept {
-  if (!handle_) return errc::closed;
-  return detail::socket_name<UnixAddr>(handle_.fd(), true);
+  return detail::socket_name<UnixAddr>(handle_, true);
 }
 
 // ---- UnixListener ----
@@ -101,8 +99,7 @@ Expected<UnixListener> UnixListener::bind(std::string_view path, int backlog) no
 }
 
 Expected<UnixAddr> UnixListener::local_addr() const noexcept {
-  if (!handle_) return errc::closed;
-  return detail::socket_name<UnixAddr>(handle_.fd(), false);
+  return detail::socket_name<UnixAddr>(handle_, false);
 }
 
 // ---- UnixDatagram ----
@@ -150,13 +147,11 @@ Expected<void> UnixDatagram::connect(std::string_view path) const noexcept {
 }
 
 Expected<UnixAddr> UnixDatagram::local_addr() const noexcept {
-  if (!handle_) return errc::closed;
-  return detail::socket_name<UnixAddr>(handle_.fd(), false);
+  return detail::socket_name<UnixAddr>(handle_, false);
 }
 
 Expected<UnixAddr> UnixDatagram::peer_addr() const noexcept {
-  if (!handle_) return errc::closed;
-  return detail::socket_name<UnixAddr>(handle_.fd(), true);
+  return detail::socket_name<UnixAddr>(handle_, true);
 }
 
 }  // namespace volt::net
