@@ -24,7 +24,10 @@ Driver::Driver(bool start_paused) : time_(start_paused) {
     throw std::system_error(err, std::system_category(), "eventfd");
   }
   epoll_event ev{};
-  ev.events = EPOLLIN;
+  // Edge-triggered: every write to an eventfd is an edge, so park() need not
+  // read the counter back (one system call fewer per wake-up; the counter
+  // just grows, see unpark()).
+  ev.events = EPOLLIN | EPOLLET;
   ev.data.ptr = nullptr;  // nullptr tags the wake-up eventfd
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, event_fd_, &ev) < 0) {
     int err = errno;
@@ -72,7 +75,7 @@ int wait_for_events(int epoll_fd, epoll_event* events, int max, std::int64_t tim
 
 }  // namespace
 
-void Driver::park(bool block) noexcept {
+int Driver::park(bool block) noexcept {
   // Before epoll_wait: every source retired so far was removed from the
   // epoll set before it was retired, so this wait cannot report it, and the
   // previous turn (ours or another holder's) finished dispatching.
@@ -83,12 +86,7 @@ void Driver::park(bool block) noexcept {
   ++tick_;
   for (int i = 0; i < n; ++i) {
     auto* source = static_cast<IoSource*>(events[i].data.ptr);
-    if (source == nullptr) {
-      std::uint64_t value;
-      // Drain the counter; EAGAIN means another park already did.
-      [[maybe_unused]] ssize_t r = ::read(event_fd_, &value, sizeof value);
-      continue;
-    }
+    if (source == nullptr) continue;  // an unpark(): its edge woke us
     const std::uint32_t e = events[i].events;
     std::uint64_t bits = 0;
     if (e & (EPOLLIN | EPOLLPRI)) bits |= IoSource::kReadable;
@@ -103,6 +101,7 @@ void Driver::park(bool block) noexcept {
     if (source->set_readiness(bits, tick_)) source->wake(bits);
   }
   time_.process(/*after_park=*/block);
+  return n;
 }
 
 std::error_code Driver::add(IoSource& source) noexcept {
@@ -146,8 +145,15 @@ void Driver::free_retired() noexcept {
 
 void Driver::unpark() noexcept {
   std::uint64_t one = 1;
-  // EAGAIN only when the counter is near overflow: it is readable either way.
-  [[maybe_unused]] ssize_t r = ::write(event_fd_, &one, sizeof one);
+  // Each write is an edge (the eventfd is edge-triggered), whether or not the
+  // counter was already non-zero, so nobody reads it. It fails with EAGAIN
+  // only after 2^64 - 2 unparks: then reset it and write again, so that the
+  // write still makes an edge.
+  if (::write(event_fd_, &one, sizeof one) < 0 && errno == EAGAIN) {
+    std::uint64_t value;
+    [[maybe_unused]] ssize_t r = ::read(event_fd_, &value, sizeof value);
+    [[maybe_unused]] ssize_t w = ::write(event_fd_, &one, sizeof one);
+  }
 }
 
 }  // namespace volt::detail

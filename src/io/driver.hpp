@@ -10,8 +10,9 @@
 //
 // Ownership: acquire()/release() is a try-lock; only the holder calls park().
 // unpark() may be called from any thread at any time; an unpark that arrives
-// while nobody is in epoll_wait leaves the eventfd readable, so the next park
-// returns at once (a harmless spurious wake-up, never a lost one).
+// while nobody is in epoll_wait leaves the eventfd's edge on epoll's ready
+// list, so the next park returns at once (a harmless spurious wake-up, never
+// a lost one).
 //
 // Timers: the driver owns the TimeDriver. A blocking park sleeps until the
 // next timer deadline (TimeDriver::park_timeout_ms, which also arranges for an
@@ -62,7 +63,7 @@ class Driver {
   // Holder only. With `block`, sleeps until unparked, an event, or the next
   // timer deadline; without, only polls. Then dispatches whatever became
   // ready and fires due timers.
-  void park(bool block) noexcept;
+  int park(bool block) noexcept;
 
   // Any thread. Makes the current or next park() return.
   void unpark() noexcept;

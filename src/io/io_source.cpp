@@ -157,6 +157,7 @@ std::error_code IoHandle::open(int fd, IoHandle& out) noexcept {
   out.reset();
   out.source_ = source;
   out.fd_ = fd;
+  out.reports_queue_ = false;
   return {};
 }
 
@@ -169,17 +170,21 @@ std::error_code IoHandle::open_like(int fd, const IoHandle& sibling, IoHandle& o
   out.reset();
   out.source_ = source;
   out.fd_ = fd;
+  out.reports_queue_ = false;
   return {};
 }
 
 IoHandle::IoHandle(IoHandle&& other) noexcept
-    : source_(std::exchange(other.source_, nullptr)), fd_(std::exchange(other.fd_, -1)) {}
+    : source_(std::exchange(other.source_, nullptr)),
+      fd_(std::exchange(other.fd_, -1)),
+      reports_queue_(std::exchange(other.reports_queue_, false)) {}
 
 IoHandle& IoHandle::operator=(IoHandle&& other) noexcept {
   if (this != &other) {
     reset();
     source_ = std::exchange(other.source_, nullptr);
     fd_ = std::exchange(other.fd_, -1);
+    reports_queue_ = std::exchange(other.reports_queue_, false);
   }
   return *this;
 }
@@ -187,6 +192,7 @@ IoHandle& IoHandle::operator=(IoHandle&& other) noexcept {
 void IoHandle::reset() noexcept {
   if (IoSource* source = std::exchange(source_, nullptr)) {
     fd_ = -1;
+    reports_queue_ = false;
     source->deregister_and_close();
   }
 }

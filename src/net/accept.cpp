@@ -30,7 +30,13 @@ Step AcceptBase::step(IoOperation& op) noexcept {
 }
 
 std::error_code AcceptBase::adopt(volt::detail::IoHandle& out) noexcept {
-  return volt::detail::IoHandle::open_like(std::exchange(accepted_, -1), *listener_, out);
+  if (std::error_code ec =
+          volt::detail::IoHandle::open_like(std::exchange(accepted_, -1), *listener_, out))
+    return ec;
+  // The connection inherited the listener's socket options, TCP_INQ among
+  // them (see enable_queue_hint).
+  out.set_reports_queue(listener_->reports_queue());
+  return {};
 }
 
 Expected<int> try_accept_fd(const volt::detail::IoHandle& listener, sockaddr_storage& peer,

@@ -1,5 +1,7 @@
 #include "net/socket_util.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,6 +55,11 @@ Expected<void> connect_now(int fd, const sockaddr* addr, socklen_t len) noexcept
 int new_socket(int family, int type) noexcept {
   const int fd = ::socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   return fd >= 0 ? fd : -errno;
+}
+
+bool enable_queue_hint(int fd) noexcept {
+  const int on = 1;
+  return ::setsockopt(fd, IPPROTO_TCP, TCP_INQ, &on, sizeof on) == 0;
 }
 
 Expected<void> set_flag(int fd, int level, int option, bool on) noexcept {

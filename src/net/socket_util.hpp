@@ -37,6 +37,13 @@ std::error_code open_socket_pair(int type, volt::detail::IoHandle& first,
 // queued: the next one is taken instead).
 int accept_fd(int listen_fd, sockaddr_storage& peer, socklen_t& peer_len) noexcept;
 
+// Sets TCP_INQ (Linux 4.18): each recvmsg that asks for it reports how many
+// bytes are still queued, so a read that fills its buffer can tell whether
+// it drained the socket (ReadExact, stream_ops.cpp). Accepted sockets
+// inherit it from their listener. True if set; false (harmless: reads just
+// get no report) on older kernels or non-TCP descriptors.
+bool enable_queue_hint(int fd) noexcept;
+
 // connect(2) that completes at once (UDP and Unix datagram sockets: it only
 // records the default peer), retrying EINTR.
 Expected<void> connect_now(int fd, const sockaddr* addr, socklen_t len) noexcept;

@@ -3,12 +3,15 @@
 #include "net/socket_util.hpp"
 #include "volt/net/stream_socket.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 namespace volt::net {
 
@@ -24,21 +27,51 @@ Step Read::step(IoOperation& op) noexcept {
   return self.done_ > 0 && self.done_ < self.buf_.size() ? Step::kDoneDrained : Step::kDone;
 }
 
+namespace {
+
+// recv(2) of `buf` that also reads TCP_INQ's report of the bytes left queued
+// into `queued` (unchanged if the socket gave none).
+ssize_t recv_reporting_queue(int fd, io::MutableBuffer buf, int& queued) noexcept {
+  iovec iov{buf.data(), buf.size()};
+  alignas(cmsghdr) unsigned char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(fd, &msg, 0);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_TCP && c->cmsg_type == TCP_CM_INQ)
+      std::memcpy(&queued, CMSG_DATA(c), sizeof queued);
+  }
+  return n;
+}
+
+}  // namespace
+
 Step ReadExact::step(IoOperation& op) noexcept {
   auto& self = static_cast<ReadExact&>(op);
+  // -1: unknown. After a peer's FIN the kernel reports at least 1, so end of
+  // stream is never taken for a drained queue.
+  int queued = -1;
   while (self.done_ < self.buf_.size()) {
     const io::MutableBuffer rest = self.buf_.after(self.done_);
     std::size_t n = 0;
     Step result;
-    if (!self.syscall([&] { return ::recv(self.fd_, rest.data(), rest.size(), 0); }, n, result))
-      return result;
+    const bool received =
+        self.reports_queue_
+            ? self.syscall([&] { return recv_reporting_queue(self.fd_, rest, queued); }, n, result)
+            : self.syscall([&] { return ::recv(self.fd_, rest.data(), rest.size(), 0); }, n,
+                           result);
+    if (!received) return result;
     if (n == 0) {
       self.eof_ = true;
       break;
     }
     self.done_ += n;
   }
-  return Step::kDone;
+  return queued == 0 ? Step::kDoneDrained : Step::kDone;
 }
 
 Step Write::step(IoOperation& op) noexcept {

@@ -62,6 +62,7 @@ class ConnectWait : public IoOperation {
 Task<Expected<TcpStream>> TcpStream::connect(SocketAddr addr) {
   const int fd = detail::new_socket(addr.is_v6() ? AF_INET6 : AF_INET, SOCK_STREAM);
   if (fd < 0) co_return detail::errno_code(-fd);
+  const bool hint = detail::enable_queue_hint(fd);
   int r;
   do {
     r = ::connect(fd, addr.as_sockaddr(), addr.sockaddr_len());
@@ -74,6 +75,7 @@ Task<Expected<TcpStream>> TcpStream::connect(SocketAddr addr) {
   // Registered only now that the connect has started (see new_socket).
   TcpStream stream;
   if (std::error_code ec = IoHandle::open(fd, stream.handle_)) co_return ec;
+  stream.handle_.set_reports_queue(hint);
   if (r == 0) co_return stream;
   Expected<void> done = co_await ConnectWait(stream.handle_);
   if (!done) co_return done.error();
@@ -100,8 +102,10 @@ Task<Expected<TcpStream>> TcpStream::connect_timeout(SocketAddr addr,
 }
 
 Expected<TcpStream> TcpStream::from_fd(int fd) noexcept {
+  const bool hint = detail::enable_queue_hint(fd);
   TcpStream stream;
   if (std::error_code ec = IoHandle::open(fd, stream.handle_)) return ec;
+  stream.handle_.set_reports_queue(hint);
   return stream;
 }
 
@@ -137,9 +141,12 @@ Expected<TcpListener> TcpListener::bind(const SocketAddr& addr, int backlog) noe
   if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) < 0) return fail(errno);
   if (::bind(fd, addr.as_sockaddr(), addr.sockaddr_len()) < 0) return fail(errno);
   if (::listen(fd, backlog) < 0) return fail(errno);
+  // Accepted connections inherit it: no system call per connection.
+  const bool hint = detail::enable_queue_hint(fd);
   // Registered only now that it listens (see new_socket).
   TcpListener listener;
   if (std::error_code ec = IoHandle::open(fd, listener.handle_)) return ec;
+  listener.handle_.set_reports_queue(hint);
   return listener;
 }
 

@@ -2,7 +2,8 @@
 // every runtime flavour, 1,000 concurrent echo connections, connect to a
 // closed port, half-close, end of stream, read_exact's unexpected_eof,
 // try_ forms, split and owned halves used by two tasks at once, reunite,
-// moved-from sockets, accept cancelled by a timeout losing nothing.
+// moved-from sockets, accept cancelled by a timeout losing nothing,
+// read_exact clearing the readiness of a socket it drained (TCP_INQ).
 #include "volt/net/tcp.hpp"
 
 #include <gtest/gtest.h>
@@ -278,6 +279,56 @@ TEST(Tcp, TryReadWouldBlockThenReadableThenData) {
     auto n = accepted->first.try_read(buf);
     EXPECT_TRUE(n);
     EXPECT_EQ(std::string_view(buf, *n), "hi");
+  }());
+}
+
+// TCP_INQ: a read_exact that takes everything queued clears the readiness
+// (no EAGAIN system call was needed to learn it), so readable() really waits;
+// one that leaves bytes queued, or meets the peer's FIN, leaves it set. On
+// both an accepted socket (the option inherited from the listener) and a
+// connecting one. An unrelated edge (an ACK freeing send space) may set the
+// readiness again, as readable() allows, so the wait is tried a few times;
+// without the queue report it never waits.
+TEST(Tcp, ReadExactThatDrainsTheSocketLetsReadableWait) {
+  Runtime rt = make_runtime(kMultiThread2);
+  rt.block_on([]() -> Task<void> {
+    auto listener = TcpListener::bind(loopback());
+    auto client = co_await TcpStream::connect(*listener->local_addr());
+    auto accepted = co_await listener->accept();
+    TcpStream& server = accepted->first;
+    for (TcpStream* reader : {&server, &*client}) {
+      TcpStream& writer = reader == &server ? *client : server;
+      char buf[4];
+      bool waited = false;
+      for (int attempt = 0; attempt < 20 && !waited; ++attempt) {
+        // Exactly what was sent: drained.
+        EXPECT_TRUE(co_await writer.write_all(std::string_view("abcd")));
+        EXPECT_TRUE(co_await reader->read_exact(buf));
+        EXPECT_EQ(std::string_view(buf, 4), "abcd");
+        auto idle = co_await volt::timeout(20ms, reader->readable());
+        waited = !idle && idle.error() == make_error_code(errc::timed_out);
+      }
+      EXPECT_TRUE(waited);
+      // More arrives: the driver's edge makes it readable again.
+      EXPECT_TRUE(co_await writer.write_all(std::string_view("efghijkl")));
+      auto ready = co_await volt::timeout(kNotHung, reader->readable());
+      EXPECT_TRUE(ready);
+      // Half of what is queued: not drained, readable at once.
+      EXPECT_TRUE(co_await reader->read_exact(buf));
+      EXPECT_EQ(std::string_view(buf, 4), "efgh");
+      auto still = co_await volt::timeout(kNotHung, reader->readable());
+      EXPECT_TRUE(still);
+      EXPECT_TRUE(co_await reader->read_exact(buf));
+      EXPECT_EQ(std::string_view(buf, 4), "ijkl");
+    }
+    // The last bytes with the FIN: the end of stream is still seen.
+    EXPECT_TRUE(co_await client->write_all(std::string_view("mnop")));
+    client->close();
+    char buf[4];
+    EXPECT_TRUE(co_await server.read_exact(buf));
+    auto eof = co_await volt::timeout(kNotHung, server.read(buf));
+    EXPECT_TRUE(eof);
+    EXPECT_EQ(**eof, 0u);
   }());
 }
 

@@ -69,9 +69,17 @@ class IoHandle {
   // (from another task, through a split half) complete with errc::closed.
   void reset() noexcept;
 
+  // Whether the descriptor reports, with each read, how many bytes are left
+  // in its receive queue (a TCP socket with TCP_INQ set: see
+  // enable_queue_hint in src/net/socket_util.hpp). Set by the socket's maker
+  // before the handle is shared.
+  bool reports_queue() const noexcept { return reports_queue_; }
+  void set_reports_queue(bool on) noexcept { reports_queue_ = on; }
+
  private:
   IoSource* source_ = nullptr;
   int fd_ = -1;
+  bool reports_queue_ = false;
 };
 
 // For the try_ forms: the registration's readiness word before a system

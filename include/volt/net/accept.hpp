@@ -76,9 +76,9 @@ Expected<std::pair<Stream, Addr>> try_accept(const volt::detail::IoHandle& liste
   Expected<int> fd = try_accept_fd(listener, peer, peer_len);
   if (!fd) return fd.error();
   Stream stream;
-  if (std::error_code ec =
-          volt::detail::IoHandle::open_like(*fd, listener, StreamSocket::handle_of(stream)))
-    return ec;
+  volt::detail::IoHandle& handle = StreamSocket::handle_of(stream);
+  if (std::error_code ec = volt::detail::IoHandle::open_like(*fd, listener, handle)) return ec;
+  handle.set_reports_queue(listener.reports_queue());  // inherited: see AcceptBase::adopt
   Expected<Addr> addr = received_addr<Addr>(peer, peer_len);
   if (!addr) return addr.error();
   return std::pair<Stream, Addr>(std::move(stream), std::move(*addr));

@@ -5,7 +5,8 @@
 // awaited once:
 //
 //   co_await s.read(buf)        -> Expected<std::size_t>  (0: end of stream)
-//   co_await s.read_exact(buf)  -> Expected<void>   (errc::unexpected_eof)
+//   co_await s.read_exact(buf)  -> Expected<void>   (errc::unexpected_eof;
+//                                  on TCP, one receive when the bytes are there)
 //   co_await s.write(buf)       -> Expected<std::size_t>  (>= 1 byte)
 //   co_await s.write_all(buf)   -> Expected<void>
 //   co_await s.writev(bufs)     -> Expected<std::size_t>  (one sendmsg)
@@ -48,10 +49,17 @@ class [[nodiscard]] Read : public detail::SyscallOp {
   std::size_t done_ = 0;
 };
 
+// On a TCP socket (IoHandle::reports_queue) each receive also asks how many
+// bytes are left queued. When the buffer is filled and nothing is left, the
+// operation ends kDoneDrained: the next read waits for the driver's edge
+// instead of paying a system call that would say EAGAIN (one receive per
+// message instead of two, for request/response traffic of known sizes).
 class [[nodiscard]] ReadExact : public detail::SyscallOp {
  public:
   ReadExact(const volt::detail::IoHandle& h, io::MutableBuffer buf) noexcept
-      : SyscallOp(h, volt::detail::Interest::kRead, &step), buf_(buf) {}
+      : SyscallOp(h, volt::detail::Interest::kRead, &step),
+        buf_(buf),
+        reports_queue_(h.reports_queue()) {}
   Expected<void> await_resume() noexcept {
     Expected<void> r = outcome();
     if (r && eof_) return errc::unexpected_eof;
@@ -63,6 +71,7 @@ class [[nodiscard]] ReadExact : public detail::SyscallOp {
   io::MutableBuffer buf_;
   std::size_t done_ = 0;
   bool eof_ = false;
+  bool reports_queue_;
 };
 
 class [[nodiscard]] Write : public detail::SyscallOp {
