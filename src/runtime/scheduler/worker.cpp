@@ -36,6 +36,9 @@ void Worker::run() noexcept {
   batch_start_ns_ = now_ns();
   while (!scheduler_.is_shutting_down()) {
     TaskHeader* task = next_task();
+    // Out of local work: harvest I/O before stealing or parking (see
+    // "Polling the driver" in worker.hpp).
+    if (!task && scheduler_.driver().has_io_sources() && poll_driver()) task = next_task();
     if (!task) task = steal_work();
     if (task) {
       run_task(task);
@@ -160,16 +163,20 @@ void Worker::maintenance() noexcept {
   batch_start_ns_ = now;
   polls_since_maintenance_ = 0;
   // A busy runtime must still see I/O and fire timers when no idle worker
-  // holds the driver: poll it without blocking if it is free.
+  // holds the driver.
+  poll_driver();
+}
+
+bool Worker::poll_driver() noexcept {
   Driver& driver = scheduler_.driver();
-  if (driver.try_acquire()) {
-    in_driver_ = true;
-    driver.park(false);
-    in_driver_ = false;
-    const bool hand_off = driver.release();
-    if (queue_.len() > 1) scheduler_.notify_parked();
-    if (hand_off) scheduler_.hand_off_driver(index_);
-  }
+  if (!driver.try_acquire()) return false;
+  in_driver_ = true;
+  driver.park(false);
+  in_driver_ = false;
+  const bool hand_off = driver.release();
+  if (queue_.len() > 1) scheduler_.notify_parked();
+  if (hand_off) scheduler_.hand_off_driver(index_);
+  return true;
 }
 
 void Worker::park() noexcept {
