@@ -28,13 +28,18 @@ void CurrentThreadScheduler::schedule(TaskHeader* task) noexcept {
     push_local(task);
     return;
   }
+  // Our own reference keeps the task's cell, and through it this scheduler,
+  // alive while we wake the driver after the push handed the caller's
+  // reference to the queue (see MultiThreadScheduler::schedule_remote).
+  task->state.ref_inc();
   if (!inject_.push(task)) {
-    task->drop_reference();  // shut down
-    return;
+    task->drop_reference();  // the queue's: shut down
+  } else {
+    // The pusher's side of the handshake in current_thread.hpp.
+    store_load_barrier(parking_);
+    if (parking_.load(std::memory_order_relaxed)) driver_.unpark();
   }
-  // The pusher's side of the handshake in current_thread.hpp.
-  store_load_barrier(parking_);
-  if (parking_.load(std::memory_order_relaxed)) driver_.unpark();
+  task->drop_reference();  // ours; may free the cell, then the scheduler
 }
 
 void CurrentThreadScheduler::push_local(TaskHeader* task) noexcept {

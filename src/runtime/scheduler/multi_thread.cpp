@@ -75,12 +75,21 @@ void MultiThreadScheduler::schedule_task(TaskHeader* task, bool is_yield) noexce
 }
 
 void MultiThreadScheduler::schedule_remote(TaskHeader* task) noexcept {
+  // The push hands the caller's reference to the queue. From then on a worker
+  // may run the task to completion and its last owner free this scheduler
+  // (its driver's eventfd included) while we still wake a worker below. A
+  // reference of our own keeps the task's cell, and through it the scheduler
+  // (one lifetime reference per cell), alive until we are done. TSan found it
+  // once the driver stopped reading the eventfd, a read that had ordered the
+  // wake-up before the worker's exit by accident.
+  task->state.ref_inc();
   if (!inject_.push(task)) {
-    task->drop_reference();  // shut down: nobody will run it
-    return;
+    task->drop_reference();  // the queue's: shut down, nobody will run it
+  } else {
+    remote_schedules_.fetch_add(1, std::memory_order_relaxed);
+    notify_parked();
   }
-  remote_schedules_.fetch_add(1, std::memory_order_relaxed);
-  notify_parked();
+  task->drop_reference();  // ours; may free the cell, then the scheduler
 }
 
 void MultiThreadScheduler::notify_parked() noexcept {
