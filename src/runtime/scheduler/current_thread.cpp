@@ -19,19 +19,24 @@ void CurrentThreadScheduler::spawn(TaskHeader* task) noexcept {
     shutdown_task(task);
     return;
   }
-  schedule(task);
+  schedule_task(task, /*caller_holds_reference=*/true);  // the JoinHandle's
 }
 
 void CurrentThreadScheduler::schedule(TaskHeader* task) noexcept {
+  schedule_task(task, false);
+}
+
+void CurrentThreadScheduler::schedule_task(TaskHeader* task, bool caller_holds_reference) noexcept {
   ThreadContext& ctx = tls_context;
   if (ctx.scheduler == this && ctx.worker == this) {
     push_local(task);
     return;
   }
-  // Our own reference keeps the task's cell, and through it this scheduler,
-  // alive while we wake the driver after the push handed the caller's
-  // reference to the queue (see MultiThreadScheduler::schedule_remote).
-  task->state.ref_inc();
+  // A reference of our own, unless the caller holds one, keeps the task's
+  // cell, and through it this scheduler, alive while we wake the driver after
+  // the push handed the caller's reference to the queue (see
+  // MultiThreadScheduler::schedule_remote).
+  if (!caller_holds_reference) task->state.ref_inc();
   if (!inject_.push(task)) {
     task->drop_reference();  // the queue's: shut down
   } else {
@@ -39,7 +44,7 @@ void CurrentThreadScheduler::schedule(TaskHeader* task) noexcept {
     store_load_barrier(parking_);
     if (parking_.load(std::memory_order_relaxed)) driver_.unpark();
   }
-  task->drop_reference();  // ours; may free the cell, then the scheduler
+  if (!caller_holds_reference) task->drop_reference();  // may free the cell, then us
 }
 
 void CurrentThreadScheduler::push_local(TaskHeader* task) noexcept {

@@ -58,6 +58,8 @@ class CurrentThreadScheduler final : public RuntimeCore {
  private:
   void drive_until_complete(TaskHeader* task) noexcept;
   TaskHeader* next_task() noexcept;
+  // See MultiThreadScheduler::schedule_remote for `caller_holds_reference`.
+  void schedule_task(TaskHeader* task, bool caller_holds_reference) noexcept;
   void push_local(TaskHeader* task) noexcept;
   TaskHeader* pop_local() noexcept;
   void release_core() noexcept;

@@ -64,8 +64,11 @@ class MultiThreadScheduler final : public RuntimeCore {
   void shutdown(std::chrono::nanoseconds timeout) noexcept override;
   RuntimeStats stats() const override;
 
-  // For workers.
-  void schedule_remote(TaskHeader* task) noexcept;
+  // For workers. `caller_holds_reference`: the caller keeps a reference of
+  // its own on the task through the call (a spawn's JoinHandle), so the task's
+  // cell, and through it this scheduler, outlives the call anyway; otherwise
+  // (a consuming wake) the call takes one of its own, see the definition.
+  void schedule_remote(TaskHeader* task, bool caller_holds_reference) noexcept;
   void notify_parked() noexcept;
   // True if any queue holds work a searcher could take (the last searcher's
   // re-check before it sleeps).
@@ -82,7 +85,7 @@ class MultiThreadScheduler final : public RuntimeCore {
   void on_unattended_timer() noexcept override { hand_off_driver(num_workers()); }
 
  private:
-  void schedule_task(TaskHeader* task, bool is_yield) noexcept;
+  void schedule_task(TaskHeader* task, bool is_yield, bool caller_holds_reference) noexcept;
   void wake_helper() noexcept;
 
   // A thread blocked in block_until_complete, offering to run queued work.
