@@ -75,7 +75,7 @@ int wait_for_events(int epoll_fd, epoll_event* events, int max, std::int64_t tim
 
 }  // namespace
 
-int Driver::park(bool block) noexcept {
+void Driver::park(bool block) noexcept {
   // Before epoll_wait: every source retired so far was removed from the
   // epoll set before it was retired, so this wait cannot report it, and the
   // previous turn (ours or another holder's) finished dispatching.
@@ -101,7 +101,6 @@ int Driver::park(bool block) noexcept {
     if (source->set_readiness(bits, tick_)) source->wake(bits);
   }
   time_.process(/*after_park=*/block);
-  return n;
 }
 
 std::error_code Driver::add(IoSource& source) noexcept {

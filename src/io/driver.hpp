@@ -63,7 +63,7 @@ class Driver {
   // Holder only. With `block`, sleeps until unparked, an event, or the next
   // timer deadline; without, only polls. Then dispatches whatever became
   // ready and fires due timers.
-  int park(bool block) noexcept;
+  void park(bool block) noexcept;
 
   // Any thread. Makes the current or next park() return.
   void unpark() noexcept;
