@@ -165,7 +165,7 @@ Task<int> drop_receiver_after_aborted_wait() {
     co_await yield_now();
   for (int i = 0; i < 5; ++i)
     co_await yield_now();
-  waiter.abort();  // its waker stays registered in the channel
+  waiter.abort();  // its wait withdraws its waker
   int cancelled = 0;
   try {
     co_await waiter;

@@ -24,10 +24,15 @@
 //   kRxWaker    rx_waker holds a waker and belongs to the sending side
 // The receiver writes rx_waker only while kRxWaker is clear and no value or
 // close has been published, then sets kRxWaker (release). The sender, after
-// publishing kValueSet / kTxClosed with an acq_rel RMW, wakes rx_waker by
-// reference iff the previous state had kRxWaker, and never writes it; the
-// waker is dropped with the shared state. Whoever drops the last of the two
-// references frees the state (and a value never received).
+// publishing kValueSet / kTxClosed with an acq_rel RMW, takes rx_waker and
+// wakes it iff the previous state had kRxWaker (exactly one of send() and
+// close_tx() does: kTxClosed is set once). A wait that ends any other way (its
+// awaiter destroyed: the task aborted, a timeout or select that fired)
+// withdraws: it clears kRxWaker with a CAS that fails if the sender completed
+// first, and on success drops the waker itself; on failure the sender owns
+// the waker and drops it when it wakes it. So no waker outlives its wait (a
+// waker keeps its task's cell and scheduler alive). Whoever drops the last of
+// the two references frees the state (and a value never received).
 #pragma once
 
 #include <atomic>
@@ -81,13 +86,13 @@ class Shared {
       state_.fetch_and(~kValueSet, std::memory_order_relaxed);  // nobody else reads it now
       return back;
     }
-    if (prev & kRxWaker) rx_waker_.wake_by_ref();
+    if (prev & kRxWaker) take_waker().wake();
     return std::nullopt;
   }
 
   void close_tx() noexcept {
     std::uint32_t prev = state_.fetch_or(kTxClosed, std::memory_order_acq_rel);
-    if ((prev & kRxWaker) && !(prev & kTxClosed)) rx_waker_.wake_by_ref();
+    if ((prev & kRxWaker) && !(prev & kTxClosed)) take_waker().wake();
   }
 
   void close_rx() noexcept { state_.fetch_or(kRxClosed, std::memory_order_acq_rel); }
@@ -108,14 +113,11 @@ class Shared {
   }
 
   // Receiver: publishes `waker`. False if the value or close came first.
+  // Precondition: no registration of this receiver is outstanding (the one
+  // awaiter that registered withdraws before another registers).
   bool register_waker(volt::detail::Waker waker) noexcept {
     std::uint32_t s = state_.load(std::memory_order_acquire);
     if (s & (kValueSet | kTxClosed)) return false;
-    if (s & kRxWaker) {
-      // Left by a withdrawn wait; reclaim it unless the sender is reading it.
-      if (!state_.compare_exchange_strong(s, s & ~kRxWaker, std::memory_order_acq_rel))
-        return false;  // the sender completed meanwhile
-    }
     rx_waker_ = std::move(waker);
     s = state_.load(std::memory_order_relaxed);
     do {
@@ -126,12 +128,30 @@ class Shared {
     return true;
   }
 
+  // Receiver, when the wait that registered ends without being woken (its
+  // awaiter destroyed): takes the waker back unless the sender already
+  // completed, in which case the sender takes and wakes it (see the top).
+  void withdraw_waker() noexcept {
+    std::uint32_t s = state_.load(std::memory_order_relaxed);
+    do {
+      if (!(s & kRxWaker) || (s & (kValueSet | kTxClosed))) return;
+      // relaxed: success means the sender's RMW (send / close_tx) has not
+      // happened yet, and it will then see kRxWaker clear and never read
+      // rx_waker_; nothing it wrote is read here.
+    } while (!state_.compare_exchange_weak(s, s & ~kRxWaker, std::memory_order_relaxed,
+                                           std::memory_order_relaxed));
+    rx_waker_ = volt::detail::Waker();
+  }
+
  private:
   Shared() = default;
   ~Shared() {
     if ((state_.load(std::memory_order_relaxed) & kValueSet)) slot()->~T();
   }
   T* slot() noexcept { return std::launder(reinterpret_cast<T*>(&storage_)); }
+  // Sender, after an RMW that found kRxWaker: the receiver no longer writes
+  // rx_waker_ (it saw the completion, or withdraw_waker's CAS fails).
+  volt::detail::Waker take_waker() noexcept { return std::move(rx_waker_); }
 
   std::atomic<std::uint32_t> state_{0};
   std::atomic<std::uint32_t> refs_{2};
@@ -201,13 +221,26 @@ class Receiver {
   class Awaiter {
    public:
     explicit Awaiter(detail::Shared<T>* shared) noexcept : shared_(shared) {}
+    Awaiter(const Awaiter&) = delete;
+    Awaiter& operator=(const Awaiter&) = delete;
+    // Before it is awaited only (e.g. moved into a timeout or select).
+    Awaiter(Awaiter&& other) noexcept : shared_(other.shared_) {}
+    // A wait that ends without a wake-up (the task aborted, a timeout or
+    // select that fired) withdraws its waker.
+    ~Awaiter() {
+      if (registered_) shared_->withdraw_waker();
+    }
     bool await_ready() const noexcept {
       return !shared_ || (shared_->is_complete() && volt::detail::coop_try_consume());
     }
     bool await_suspend(std::coroutine_handle<> self) {
       if (!shared_->is_complete()) {
         volt::detail::TaskHeader* task = volt::detail::suspend_current(self, &ready, shared_);
-        if (shared_->register_waker(volt::detail::make_task_waker(task))) return true;
+        // Awaited again after an interrupted wait (an lvalue operand of a
+        // timeout that fired): the waker registered then names this task.
+        if (registered_) return true;
+        registered_ = shared_->register_waker(volt::detail::make_task_waker(task));
+        if (registered_) return true;
       }
       if (volt::detail::coop_try_consume()) return false;
       volt::detail::yield_current(self);
@@ -220,6 +253,7 @@ class Receiver {
       return static_cast<detail::Shared<T>*>(shared)->is_complete();
     }
     detail::Shared<T>* shared_;
+    bool registered_ = false;
   };
   Awaiter operator co_await() & noexcept { return Awaiter(shared_); }
   Awaiter operator co_await() && noexcept { return Awaiter(shared_); }
