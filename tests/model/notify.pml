@@ -28,69 +28,137 @@
  * Atomicity. One step = one atomic instruction (load, store, CAS that
  * succeeds, fetch_add) or one ring operation under lock_ (only lock holders
  * see the rings); ghost updates are folded into the step they describe. A
- * CAS loop (transition(), hpp 152-161) is one step per outcome: a failed
+ * CAS loop (transition(), T0) is one step per outcome: a failed
  * CAS changes nothing and is retried with what it read. Plain stores of the
  * word under the lock from WAITING are exact as one step with the load
  * before them: no lock-free transition starts from WAITING.
  *
- * Model step -> code. Line numbers are those of commit 171e003; hpp =
- * include/volt/sync/notify.hpp, cpp = src/sync/notify.cpp.
- *   N0  notified(), hpp 309-320: created = calls (acquire load, 319).
- *   P1  try_take_permit, hpp 186-196 (from await_ready 246-253 via
- *       try_complete_lock_free 281-285, or enable 234-236): one step: count
- *       changed -> kBroadcast (done, the permit left alone); NOTIFIED ->
- *       EMPTY (kTaken, done); else kNothing.
- *   R1  register_waiter, cpp 179: lock_.lock() (from await_suspend hpp 257
- *       or enable hpp 236).
- *   R2  register_waiter, cpp 182-206 (state kInit): the load (182) and, if
- *       the count is unchanged, the CAS loop (192-198): count changed ->
- *       done (184-187); NOTIFIED -> EMPTY: done (199-203); EMPTY -> WAITING,
- *       or WAITING already: queue at the newest end (204-206). One step: the
- *       count only changes under lock_, which we hold, and the ring push is
- *       under lock_. -DNO_RECHECK: phase = WAITING by a plain store, no CAS
- *       (negative control (a)).
- *   R3  register_waiter, cpp 207 (or 185, 200): unlock.
- *   W   the wait: woken / notified_now (hpp 289-301, await_resume 264-268):
- *       notif[me] != NONE -> done.
- *   Q1  (-DREPOLL=mask) a poll while registered: enable() kWaiting (hpp
- *       237-241: notified_now lock-free = W, then register_waiter), or a
- *       spurious wake re-polling. register_waiter kWaiting path, cpp
- *       179-182 lock + load, 212-216 notification set -> done, 217-225
- *       count changed -> ring_unlink (from whichever ring) and done, else
- *       226-228 keep waiting; unlock. Lock, one step, unlock.
- *   C1  (-DCANCEL=mask) ~Notified (hpp 225-227) -> cancel, cpp 235: load
- *       notification; ALL -> return.
- *   C2  cancel, cpp 238-250: lock; one step: kind = notification (240); if
- *       linked (241) unlink (243), and if waiters_ is now empty and the
- *       phase WAITING store EMPTY (244-249).
- *   C3  cancel, cpp 252-255: kind ONE/LAST -> notify_locked (NL1..NL3)
- *       (I5). -DDROP_CANCEL: skip it (negative control (b)). C4 unlock (256).
- *   T1  notify_one / notify_last, hpp 103-111 -> try_store_permit, hpp
- *       170-179: EMPTY|NOTIFIED -> NOTIFIED, done; WAITING -> notify_slow.
- *   S1  notify_slow, cpp 110: lock.  S2 cpp 112: unlock (wake 113: no
- *       shared effect).
- *   NL1 notify_locked, cpp 119: try_store_permit again (the last waiter may
- *       have left): EMPTY|NOTIFIED -> NOTIFIED, return.
- *   NL2 notify_locked, cpp 121-132: ring_pop oldest (LAST: newest) of
- *       waiters_, waker moved out, and if waiters_ is now empty the store
- *       WAITING -> EMPTY (130-131).
- *   NL3 notify_locked, cpp 135-136: notification = ONE / LAST (release);
- *       the notifier touches the waiter no more.
- *   A1  notify_waiters, cpp 141: lock.
- *   A2  notify_waiters, cpp 142-158: load; not WAITING -> fetch_add of the
- *       count (149), then unlock (150); WAITING -> store count+1 | EMPTY
- *       (156) and ring_move_all onto the guarded ring (157-158): one step
- *       (I4). -DNW_SPLIT: the ring moves and EMPTY in one critical section,
- *       the count is bumped in a second one after unlock/lock (negative
- *       control (c)).
- *   A3  notify_waiters, cpp 160-161: ring_pop oldest of the guarded ring
- *       (none left -> A5), waker moved out.
- *   A4  notify_waiters, cpp 163: notification = ALL. Then, nondeterminis-
- *       tically (the WakeList full, 164-170): unlock, lock.
- *   A5  notify_waiters, cpp 172: unlock.
+ * Model steps (each maps to the code lines listed below; hpp =
+ * include/volt/sync/notify.hpp, cpp = src/sync/notify.cpp).
+ *   N0  notified(): created = calls (acquire load).
+ *   P1  try_take_permit (from await_ready via try_complete_lock_free, from
+ *       enable, or from attempt_after_yield after a budget yield: the budget
+ *       is taken before the attempt, so the yield only delays P1): one step:
+ *       count changed -> kBroadcast (done, the permit left alone); NOTIFIED
+ *       -> EMPTY (kTaken, done); else kNothing.
+ *   R1  register_waiter: lock_.lock() (from await_suspend, enable or
+ *       attempt_after_yield).
+ *   R2  register_waiter (state kInit): the load and, if the count is
+ *       unchanged, the CAS loop: count changed -> done; NOTIFIED -> EMPTY:
+ *       done; EMPTY -> WAITING, or WAITING already: queue at the newest end.
+ *       One step: the count only changes under lock_, which we hold, and the
+ *       ring push is under lock_. -DNO_RECHECK: phase = WAITING by a plain
+ *       store, no CAS (negative control (a)).
+ *   R3  register_waiter: unlock (on each of its three exits).
+ *   W   the wait: woken / notified_now (await_ready, the readiness check,
+ *       await_resume): notif[me] != NONE -> done.
+ *   Q1  (-DREPOLL=mask) a poll while registered: enable() kWaiting
+ *       (notified_now lock-free = W, then register_waiter), or a spurious
+ *       wake re-polling. register_waiter kWaiting path: lock + load,
+ *       notification set -> done, count changed -> ring_unlink (from
+ *       whichever ring) and done, else keep waiting; unlock. Lock, one step,
+ *       unlock.
+ *   C1  (-DCANCEL=mask) ~Notified -> cancel: load notification; ALL ->
+ *       return.
+ *   C2  cancel: lock; one step: kind = notification; if linked, unlink, and
+ *       if waiters_ is now empty and the phase WAITING store EMPTY.
+ *   C3  cancel: kind ONE/LAST -> notify_locked (NL1..NL3) (I5).
+ *       -DDROP_CANCEL: skip it (negative control (b)). C4 unlock.
+ *   T0  transition(): the one CAS loop; one step per outcome (a failed CAS
+ *       changes nothing and is retried with what it read).
+ *   T1  notify_one / notify_last -> try_store_permit: EMPTY|NOTIFIED ->
+ *       NOTIFIED, done; WAITING -> notify_slow.
+ *   S1  notify_slow: lock.  S2 unlock (the wake after it has no shared
+ *       effect).
+ *   NL1 notify_locked: try_store_permit again (the last waiter may have
+ *       left): EMPTY|NOTIFIED -> NOTIFIED, return.
+ *   NL2 notify_locked: ring_pop oldest (LAST: newest) of waiters_, waker
+ *       moved out, and if waiters_ is now empty the store WAITING -> EMPTY.
+ *   NL3 notify_locked: notification = ONE / LAST (release); the notifier
+ *       touches the waiter no more.
+ *   A1  notify_waiters: lock.
+ *   A2  notify_waiters: load; not WAITING -> fetch_add of the count, then
+ *       unlock; WAITING -> store count+1 | EMPTY and ring_move_all onto the
+ *       guarded ring: one step (I4). -DNW_SPLIT: the ring moves and EMPTY in
+ *       one critical section, the count is bumped in a second one after
+ *       unlock/lock (negative control (c)).
+ *   A3  notify_waiters: ring_pop oldest of the guarded ring (none left ->
+ *       A5), waker moved out.
+ *   A4  notify_waiters: notification = ALL. Then, nondeterministically (the
+ *       WakeList full): unlock, lock.
+ *   A5  notify_waiters: unlock.
+ *
+ * Step-to-line mapping:
+ *   N0  include/volt/sync/notify.hpp:358  return Notified(*this, calls(state_.load(std::memory_order_acquire)));
+ *   P1  include/volt/sync/notify.hpp:258  return try_complete_lock_free();
+ *   P1  include/volt/sync/notify.hpp:236  if (try_complete_lock_free()) return true;
+ *   P1  include/volt/sync/notify.hpp:323  if (n.try_complete_lock_free()) return true;
+ *   P1  include/volt/sync/notify.hpp:304  if (notify_->try_take_permit(created_calls_) == Take::kNothing) return false;
+ *   P1  include/volt/sync/notify.hpp:190  if (calls(s) != created_calls || phase(s) != kNotified) return false;
+ *   P1  include/volt/sync/notify.hpp:191  *next = with_phase(s, kEmpty);
+ *   T0  include/volt/sync/notify.hpp:159  if (state_.compare_exchange_weak(current, replacement, success, std::memory_order_acquire))
+ *   R1  include/volt/sync/notify.hpp:279  if (notify_->register_waiter(*this, detail::make_task_waker(task))) return true;
+ *   R1  src/sync/notify.cpp:156  lock_.lock();
+ *   R2  src/sync/notify.cpp:159  const std::uint64_t current = state_.load(std::memory_order_acquire);
+ *   R2  src/sync/notify.cpp:161  if (calls(current) != notified.created_calls_) {
+ *   R2  src/sync/notify.cpp:171  if (phase(s) == kWaiting) return false;  // already queued behind others
+ *   R2  src/sync/notify.cpp:172  *next = with_phase(s, phase(s) == kEmpty ? kWaiting : kEmpty);
+ *   R2  src/sync/notify.cpp:176  if (t.changed && phase(t.seen) == kNotified) {
+ *   R2  src/sync/notify.cpp:182  ring_push_back(waiters_, &waiter);
+ *   R3  src/sync/notify.cpp:162  lock_.unlock();
+ *   R3  src/sync/notify.cpp:177  lock_.unlock();
+ *   R3  src/sync/notify.cpp:184  lock_.unlock();
+ *   W   include/volt/sync/notify.hpp:263  return woken(&waiter_) && detail::coop_try_consume();
+ *   W   include/volt/sync/notify.hpp:289  if (state_ == kWaiting) notified_now();
+ *   W   include/volt/sync/notify.hpp:312  if (waiter_.notification.load(std::memory_order_acquire) == detail::NotifyKind::kNone)
+ *   W   include/volt/sync/notify.hpp:338  std::memory_order_acquire) != detail::NotifyKind::kNone;
+ *   Q1  include/volt/sync/notify.hpp:239  if (notified_now()) return true;
+ *   Q1  include/volt/sync/notify.hpp:242  return !notify_->register_waiter(*this, detail::Waker());
+ *   Q1  src/sync/notify.cpp:189  if (waiter.notification.load(std::memory_order_relaxed) != NotifyKind::kNone) {
+ *   Q1  src/sync/notify.cpp:194  if (calls(current) != notified.created_calls_) {
+ *   Q1  src/sync/notify.cpp:197  ring_unlink(&waiter);
+ *   Q1  src/sync/notify.cpp:204  lock_.unlock();
+ *   C1  include/volt/sync/notify.hpp:227  if (state_ == kWaiting) notify_->cancel(*this);
+ *   C1  src/sync/notify.cpp:212  if (waiter.notification.load(std::memory_order_acquire) == NotifyKind::kAll) return;
+ *   C2  src/sync/notify.cpp:215  lock_.lock();
+ *   C2  src/sync/notify.cpp:217  const NotifyKind kind = waiter.notification.load(std::memory_order_relaxed);
+ *   C2  src/sync/notify.cpp:218  if (waiter.next != nullptr) {
+ *   C2  src/sync/notify.cpp:220  ring_unlink(&waiter);
+ *   C2  src/sync/notify.cpp:222  if (ring_empty(waiters_) && phase(current) == kWaiting) {
+ *   C2  src/sync/notify.cpp:225  state_.store(with_phase(current, kEmpty), std::memory_order_release);
+ *   C3  src/sync/notify.cpp:229  if (kind == NotifyKind::kOne || kind == NotifyKind::kLast) {
+ *   C3  src/sync/notify.cpp:231  next = notify_locked(kind == NotifyKind::kLast);
+ *   C4  src/sync/notify.cpp:233  lock_.unlock();
+ *   T1  include/volt/sync/notify.hpp:105  if (try_store_permit()) return;
+ *   T1  include/volt/sync/notify.hpp:110  if (try_store_permit()) return;
+ *   T1  include/volt/sync/notify.hpp:174  if (phase(s) == kWaiting) return false;
+ *   T1  include/volt/sync/notify.hpp:175  *next = with_phase(s, kNotified);
+ *   S1  src/sync/notify.cpp:87  lock_.lock();
+ *   S2  src/sync/notify.cpp:89  lock_.unlock();
+ *   NL1 src/sync/notify.cpp:96  if (try_store_permit()) return {};
+ *   NL2 src/sync/notify.cpp:98  NotifyWaiter* waiter = ring_pop(waiters_, newest);
+ *   NL2 src/sync/notify.cpp:99  detail::Waker waker = std::move(waiter->waker);  // before publishing (I3)
+ *   NL2 src/sync/notify.cpp:100  if (ring_empty(waiters_)) {
+ *   NL2 src/sync/notify.cpp:107  state_.store(with_phase(state_.load(std::memory_order_relaxed), kEmpty),
+ *   NL3 src/sync/notify.cpp:112  waiter->notification.store(newest ? NotifyKind::kLast : NotifyKind::kOne,
+ *   A1  src/sync/notify.cpp:118  lock_.lock();
+ *   A2  src/sync/notify.cpp:119  const std::uint64_t current = state_.load(std::memory_order_relaxed);
+ *   A2  src/sync/notify.cpp:120  if (phase(current) != kWaiting) {
+ *   A2  src/sync/notify.cpp:126  state_.fetch_add(kOneCall, std::memory_order_release);
+ *   A2  src/sync/notify.cpp:127  lock_.unlock();
+ *   A2  src/sync/notify.cpp:133  state_.store(with_phase(current + kOneCall, kEmpty), std::memory_order_release);
+ *   A2  src/sync/notify.cpp:135  ring_move_all(waiters_, guarded);
+ *   A3  src/sync/notify.cpp:137  while (NotifyWaiter* waiter = ring_pop(guarded,
+ *   A3  src/sync/notify.cpp:138  wakes.push(std::move(waiter->waker));  // before publishing (I3)
+ *   A4  src/sync/notify.cpp:140  waiter->notification.store(NotifyKind::kAll, std::memory_order_release);
+ *   A4  src/sync/notify.cpp:141  if (wakes.full()) {
+ *   A4  src/sync/notify.cpp:144  lock_.unlock();
+ *   A4  src/sync/notify.cpp:146  lock_.lock();
+ *   A5  src/sync/notify.cpp:149  lock_.unlock();
+ *   I1  src/sync/notify.cpp:21  I1  Under lock_, phase == WAITING exactly when waiters_ is not empty.
  *
  * Properties.
- *  - I1 (cpp 21-24): asserted on every lock acquisition: phase == WAITING
+ *  - I1 (the header of notify.cpp): asserted on every lock acquisition: phase == WAITING
  *    exactly when waiters_ is non-empty. NL2 asserts waiters_ is non-empty.
  *  - No use-after-free: a notifier never pops or stores to a waiter whose
  *    Notified is gone (freed[]); a finished Notified is in no ring.
@@ -385,7 +453,7 @@ proctype NotifyWaiters(byte k) {
     fi
   };
   if
-  :: w == 0 -> unlock()                                        /* cpp 150 */
+  :: w == 0 -> unlock()                                        /* A2: unlock */
   :: else ->
 #ifdef NW_SPLIT
        unlock();
