@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "volt/detail/spin_wait.hpp"
 #include "volt/detail/wake_list.hpp"
 
 namespace volt::detail {
@@ -75,11 +76,14 @@ void ChannelWaiters::cancel(ChannelWaiter* waiter) noexcept {
     }
     // Neither in the slot nor in the list, yet kQueued: a waker took it out
     // of the fast slot and is about to publish kNotified, touching it. Wait
-    // for that store (a few instructions away; the waker takes no lock on
-    // that path, so waiting here cannot deadlock).
+    // for that store (a few instructions away unless the waker's thread was
+    // preempted, hence the yielding backoff; the waker takes no lock on that
+    // path, so waiting here cannot deadlock). acquire: pairs with the
+    // waker's release store of kNotified, its last touch of the waiter.
     lock_.unlock();
+    SpinWait backoff;
     while (waiter->state.load(std::memory_order_acquire) != ChannelWaiter::kNotified)
-      SpinLock::pause();
+      backoff.once();
   } else {
     lock_.unlock();
   }

@@ -65,6 +65,7 @@
 #include <thread>
 
 #include "detail/thread_parker.hpp"
+#include "volt/detail/spin_wait.hpp"
 #include "volt/detail/wake_list.hpp"
 
 namespace volt {
@@ -224,6 +225,7 @@ Semaphore::AcquireResult Semaphore::acquire_locked(SemaphoreWaiter* waiter) noex
 
 void Semaphore::cancel(SemaphoreWaiter* waiter) noexcept {
   const std::uint64_t requested = waiter->requested;
+  detail::SpinWait backoff;
   for (;;) {
     SemaphoreWaiter* expected = waiter;
     // acq_rel: acquire sees the state written by whoever put it there.
@@ -246,8 +248,9 @@ void Semaphore::cancel(SemaphoreWaiter* waiter) noexcept {
     }
     mutex_.unlock();
     // Neither queued nor finished: a releaser took it out of the fast slot
-    // and is serving it (fix (c)). It finishes or puts it back shortly.
-    std::this_thread::yield();
+    // and is serving it (fix (c)). It finishes or puts it back shortly
+    // (unless its thread was preempted: the backoff then yields).
+    backoff.once();
   }
 }
 

@@ -113,6 +113,7 @@
 #include "volt/channel/send_result.hpp"
 #include "volt/detail/blocking_wait.hpp"
 #include "volt/detail/spin_lock.hpp"
+#include "volt/detail/spin_wait.hpp"
 #include "volt/detail/task_header.hpp"
 #include "volt/detail/waker.hpp"
 #include "volt/error.hpp"
@@ -363,17 +364,12 @@ class Slot {
     // acquire: pairs with the release of each reader's leave(), so their
     // reads of the old value and pos happen before we replace them (S1).
     std::uint64_t s = state_.fetch_or(kWriting, std::memory_order_acquire);
-    int spins = 0;
+    volt::detail::SpinWait backoff;
     while (readers(s) != 0) {
       // Readers inside are copying a value (bounded work), or entered after
-      // the bit and are about to leave. Yield now and then so that a
-      // preempted reader on this core gets to finish.
-      if (++spins < kSpinsBeforeYield) {
-        volt::detail::SpinLock::pause();
-      } else {
-        std::this_thread::yield();
-        spins = 0;
-      }
+      // the bit and are about to leave. The backoff yields once the pauses
+      // are used up, so that a preempted reader on this core gets to finish.
+      backoff.once();
       s = state_.load(std::memory_order_acquire);  // acquire: as for the fetch_or
     }
     // readers == 0 with kWriting set: nobody reads and nobody enters for
@@ -398,8 +394,6 @@ class Slot {
   }
 
  private:
-  static constexpr int kSpinsBeforeYield = 128;  // as SpinLock's: a guess
-
   std::uint64_t enter() noexcept {
     // acquire: pairs with write()'s release RMW (we see the value it wrote)
     // and with earlier readers' release leave() (S3: the last reader moves
