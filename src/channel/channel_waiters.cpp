@@ -9,13 +9,26 @@
 
 namespace volt::detail {
 
-bool ChannelWaiters::enqueue(ChannelWaiter* waiter, bool (*recheck)(void*),
-                             void* context) noexcept {
+bool ChannelWaiters::enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void* context,
+                             bool regrant) noexcept {
   lock_.lock();
+  if (regrant) --granted_;
   // seq_cst: R1 of the Dekker pair; the re-check's seq_cst loads (R2) come
   // after it in the single total order.
   waiting_.store(true, std::memory_order_seq_cst);
-  if (recheck(context)) {
+  bool oldest = true;
+  if (gate_word_ != nullptr) {
+    // seq_cst: ordered against every claim of the tail word (a RMW on the
+    // same word: a try_send's CAS either precedes it or fails), and before
+    // the re-check's loads like R1.
+    gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
+    // Someone older waits or holds a grant: a slot freed now is theirs, and
+    // this waiter's turn comes through them (a grant, or a woken sender's
+    // pass-on).
+    oldest = regrant ||
+             (granted_ == 0 && list_.empty() && fast_.load(std::memory_order_relaxed) == nullptr);
+  }
+  if (oldest && recheck(context)) {
     clear_flag_if_empty();
     lock_.unlock();
     return false;
@@ -28,21 +41,39 @@ bool ChannelWaiters::enqueue(ChannelWaiter* waiter, bool (*recheck)(void*),
   // then sees the waker and state written above.
   if (!list_.empty() || !fast_.compare_exchange_strong(empty, waiter, std::memory_order_release,
                                                        std::memory_order_relaxed)) {
-    list_.push_back(waiter);
+    if (regrant) {
+      // Back to the front: it was the oldest when it was granted. A waiter
+      // in the fast slot (gated: touched only under the lock) is the next
+      // oldest; it goes to the list right behind.
+      ChannelWaiter* younger = fast_.exchange(nullptr, std::memory_order_relaxed);
+      if (younger != nullptr) list_.push_front(younger);
+      list_.push_front(waiter);
+    } else {
+      list_.push_back(waiter);
+    }
   }
   lock_.unlock();
   return true;
 }
 
-void ChannelWaiters::wake_one_slow() noexcept {
+ChannelWaiter* ChannelWaiters::pop_oldest() noexcept {
   // acquire: pairs with enqueue's release CAS (the waiter's waker).
   ChannelWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acquire);
+  if (waiter == nullptr) waiter = list_.pop_front();
+  return waiter;
+}
+
+void ChannelWaiters::wake_one_slow() noexcept {
+  ChannelWaiter* waiter = nullptr;
+  // Gated: a grant is counted under the lock, so no lock-free take.
+  // acquire: pairs with enqueue's release CAS (the waiter's waker).
+  if (gate_word_ == nullptr) waiter = fast_.exchange(nullptr, std::memory_order_acquire);
   if (waiter == nullptr) {
     lock_.lock();
     // Under the lock: a registrant that raised the flag has finished, so a
     // waiter it put in the fast slot is seen here.
-    waiter = fast_.exchange(nullptr, std::memory_order_acquire);
-    if (waiter == nullptr) waiter = list_.pop_front();
+    waiter = pop_oldest();
+    if (waiter != nullptr && gate_word_ != nullptr) ++granted_;
     clear_flag_if_empty();
     if (waiter == nullptr) {
       lock_.unlock();
@@ -58,7 +89,32 @@ void ChannelWaiters::wake_one_slow() noexcept {
   // Taken out of the fast slot without the lock: this thread owns it until
   // the store below (cancel() waits for that store; see there).
   Waker waker = std::move(waiter->waker);
+  // release: the owner's acquire in notified(); last touch of the waiter.
   waiter->state.store(ChannelWaiter::kNotified, std::memory_order_release);
+  waker.wake();
+}
+
+void ChannelWaiters::grant_done() noexcept {
+  lock_.lock();
+  --granted_;
+  clear_flag_if_empty();
+  lock_.unlock();
+}
+
+void ChannelWaiters::drop_grant() noexcept {
+  lock_.lock();
+  --granted_;
+  ChannelWaiter* waiter = pop_oldest();
+  if (waiter != nullptr) ++granted_;
+  clear_flag_if_empty();
+  if (waiter == nullptr) {
+    lock_.unlock();
+    return;
+  }
+  Waker waker = std::move(waiter->waker);
+  // release: the owner's acquire in notified(); last touch of the waiter.
+  waiter->state.store(ChannelWaiter::kNotified, std::memory_order_release);
+  lock_.unlock();
   waker.wake();
 }
 
@@ -87,18 +143,23 @@ void ChannelWaiters::cancel(ChannelWaiter* waiter) noexcept {
   } else {
     lock_.unlock();
   }
-  // Woken but never retried: pass the wake-up on.
+  // Woken but never retried: pass the wake-up (gated: the grant) on.
   waiter->state.store(ChannelWaiter::kIdle, std::memory_order_relaxed);
-  wake_one();
+  if (gate_word_ != nullptr) {
+    drop_grant();
+  } else {
+    wake_one();
+  }
 }
 
 void ChannelWaiters::wake_all() noexcept {
   WakeList wakes;
   lock_.lock();
   for (;;) {
-    ChannelWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acquire);
-    if (waiter == nullptr) waiter = list_.pop_front();
+    ChannelWaiter* waiter = pop_oldest();
     if (waiter == nullptr) break;
+    // Gated: each woken sender holds a grant until its push reports closed.
+    if (gate_word_ != nullptr) ++granted_;
     wakes.push(std::move(waiter->waker));
     waiter->state.store(ChannelWaiter::kNotified, std::memory_order_release);
     if (wakes.full()) {
@@ -114,8 +175,12 @@ void ChannelWaiters::wake_all() noexcept {
 void ChannelWaiters::clear_flag_if_empty() noexcept {
   // Relaxed: every store to waiting_ is made under lock_, so the lock orders
   // them; a registrant's later seq_cst store of true follows this one.
-  if (list_.empty() && fast_.load(std::memory_order_relaxed) == nullptr)
-    waiting_.store(false, std::memory_order_relaxed);
+  if (!list_.empty() || fast_.load(std::memory_order_relaxed) != nullptr || granted_ != 0) return;
+  waiting_.store(false, std::memory_order_relaxed);
+  // relaxed: the bit only gates claims; a push that then claims reads the
+  // slot's stamp with its own seq_cst load, which orders what it needs, and
+  // every set of the bit is made under lock_ after this.
+  if (gate_word_ != nullptr) gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
 }
 
 }  // namespace volt::detail

@@ -14,6 +14,14 @@
 //    sequence numbers), and a flag load to see whether anyone waits.
 //  - Waiting allocates nothing: the waiter lives in the Send / Recv
 //    operation. Waiters are served oldest first.
+//  - Fairness of senders (no barging, as Tokio's): a slot freed while a
+//    send() waits belongs to the oldest waiting sender, which is woken
+//    holding it; while any sender waits (or holds such a slot), try_send()
+//    and a new send()'s first attempt find the channel full. So a send that
+//    started after a send() had queued never delivers before it. The
+//    lock-free path is unchanged when no sender waits (the gate is a bit of
+//    the tail word the claim CASes anyway). Receivers may barge (a try_recv
+//    can take a value a woken recv() was woken for).
 //  - recv() is cancel-safe: a Recv destroyed while it waits (abort, timeout,
 //    select) takes no value; if it had already been woken, the wake-up passes
 //    to the next receiver. send() likewise: a Send destroyed while it waits
@@ -44,8 +52,11 @@
 // division: stamp = lap * one_lap + index) holds a stamp. stamp == p: free for
 // the send at p; stamp == p + 1: holds the value for the receive at p;
 // a receive frees it with stamp = p + one_lap (the send one lap later).
+// The tail word also holds the closed mark (mark_bit_) and the senders' gate
+// (send_gate_bit_), both above every index, so one_lap = 4 * mark_bit_.
 // Waiting: volt/detail/channel_waiters.hpp (the Dekker flags, the fast slots,
-// the ordering argument); tests/model/channel.pml checks it.
+// the gate and grants, the ordering argument); tests/model/channel.pml
+// checks it.
 #pragma once
 
 #include <atomic>
@@ -96,10 +107,12 @@ class Channel {
   explicit Channel(std::size_t capacity)
       : capacity_(capacity),
         mark_bit_(std::bit_ceil(capacity + 1)),
-        one_lap_(mark_bit_ * 2),
+        send_gate_bit_(mark_bit_ * 2),
+        one_lap_(mark_bit_ * 4),
         slots_(std::make_unique<Slot[]>(capacity)) {
     for (std::size_t i = 0; i < capacity; ++i)
       slots_[i].stamp.store(i, std::memory_order_relaxed);
+    send_waiters_.set_gate(&tail_, send_gate_bit_);
   }
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
@@ -107,19 +120,26 @@ class Channel {
     // No handle is left, so no operation is in flight: every claimed slot was
     // published, and the values between head and tail are still there.
     std::uint64_t head = head_.load(std::memory_order_relaxed);
-    const std::uint64_t tail = tail_.load(std::memory_order_relaxed) & ~mark_bit_;
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed) & ~flags();
     while (head != tail) {
       slots_[head & (mark_bit_ - 1)].value()->~T();
       head = next(head);
     }
   }
 
-  // Moves `value` into the ring if there is room (only then).
+  // Moves `value` into the ring if there is room (only then). Not kGranted
+  // (try_send, a first attempt): no room while the send gate is set, i.e.
+  // while senders wait or hold a grant (no barging: a freed slot is theirs).
+  // kGranted: a woken sender holding a grant, or the oldest registrant's
+  // re-check under the senders' lock; claims past the gate, keeping it.
+  template <bool kGranted = false>
   RingResult try_push(T& value) noexcept {
-    std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    std::uint64_t word = tail_.load(std::memory_order_relaxed);
     int in_flight_spins = 0;
     for (;;) {
-      if (tail & mark_bit_) return RingResult::kClosed;
+      if (word & mark_bit_) return RingResult::kClosed;
+      if (!kGranted && (word & send_gate_bit_)) return RingResult::kNotNow;
+      const std::uint64_t tail = word & ~send_gate_bit_;
       Slot& slot = slots_[tail & (mark_bit_ - 1)];
       // seq_cst: R2 of the Dekker pair when this is a waiting sender's
       // re-check; otherwise an acquire (the receive that freed the slot
@@ -127,9 +147,11 @@ class Channel {
       const std::uint64_t stamp = slot.stamp.load(std::memory_order_seq_cst);
       if (stamp == tail) {
         // relaxed: the claim orders nothing; the slot's stamp carries the
-        // value to the receiver.
-        if (tail_.compare_exchange_weak(tail, next(tail), std::memory_order_relaxed,
-                                        std::memory_order_relaxed)) {
+        // value to the receiver. The CAS compares the whole word: it fails
+        // if the gate was set (or the channel closed) since the load, and a
+        // granted claim keeps the gate as it was.
+        if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
+                                        std::memory_order_relaxed, std::memory_order_relaxed)) {
           ::new (slot.storage) T(std::move(value));
           // seq_cst: publishes the value (release) and is C1 of the Dekker
           // pair: the receivers' wake_one() flag load comes after it in S.
@@ -144,7 +166,7 @@ class Channel {
           if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
           return RingResult::kDone;
         }
-        continue;  // tail was reloaded by the failed CAS
+        continue;  // the word was reloaded by the failed CAS
       }
       if (stamp + one_lap_ == tail + 1) {
         // The slot still holds the previous lap's value. Full, unless a
@@ -159,7 +181,7 @@ class Channel {
         return RingResult::kNotNow;
       }
       // (stamp beyond tail: another sender took tail; reload it.)
-      tail = tail_.load(std::memory_order_relaxed);
+      word = tail_.load(std::memory_order_relaxed);
     }
   }
 
@@ -189,7 +211,7 @@ class Channel {
         // Nothing published here yet: empty, unless a send has claimed the
         // slot (tail moved) and is writing it now.
         const std::uint64_t tail = tail_.load(std::memory_order_seq_cst);
-        if ((tail & ~mark_bit_) == head)
+        if ((tail & ~flags()) == head)
           return (tail & mark_bit_) ? RingResult::kClosed : RingResult::kNotNow;
         if (++in_flight_spins > kInFlightSpins) return RingResult::kNotNow;
         volt::detail::SpinLock::pause();
@@ -198,7 +220,7 @@ class Channel {
         // no send can have claimed head: tail == head. If the channel is
         // closed, nothing more will come (and nobody would wake us).
         const std::uint64_t tail = tail_.load(std::memory_order_seq_cst);
-        if ((tail & mark_bit_) && (tail & ~mark_bit_) == head) return RingResult::kClosed;
+        if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
         if (++in_flight_spins > kInFlightSpins) return RingResult::kNotNow;
         volt::detail::SpinLock::pause();
       }
@@ -223,7 +245,7 @@ class Channel {
   std::size_t capacity() const noexcept { return capacity_; }
   std::size_t len() const noexcept {
     // Two loads: exact when nothing runs concurrently, a snapshot otherwise.
-    const std::uint64_t tail = tail_.load(std::memory_order_acquire) & ~mark_bit_;
+    const std::uint64_t tail = tail_.load(std::memory_order_acquire) & ~flags();
     const std::uint64_t head = head_.load(std::memory_order_acquire);
     const std::uint64_t t = position(tail);
     const std::uint64_t h = position(head);
@@ -239,8 +261,10 @@ class Channel {
     return slots_[head & (mark_bit_ - 1)].stamp.load(std::memory_order_seq_cst) == head + 1;
   }
   bool room_at_tail() const noexcept {
-    const std::uint64_t tail = tail_.load(std::memory_order_seq_cst);
-    return !(tail & mark_bit_) &&
+    // (The send gate is ignored: for the pass-on, which grants.)
+    const std::uint64_t word = tail_.load(std::memory_order_seq_cst);
+    const std::uint64_t tail = word & ~send_gate_bit_;
+    return !(word & mark_bit_) &&
            slots_[tail & (mark_bit_ - 1)].stamp.load(std::memory_order_seq_cst) == tail;
   }
   // A woken receiver that took a value may have used up a wake-up meant for
@@ -301,6 +325,7 @@ class Channel {
     T* value() noexcept { return std::launder(reinterpret_cast<T*>(storage)); }
   };
 
+  std::uint64_t flags() const noexcept { return mark_bit_ | send_gate_bit_; }
   std::uint64_t next(std::uint64_t position) const noexcept {
     // Within a lap the index grows by one; past the last index, the lap does.
     return (position & (mark_bit_ - 1)) + 1 < capacity_ ? position + 1
@@ -316,10 +341,12 @@ class Channel {
 
   // Receivers CAS head_, senders tail_: each on its own cache line.
   alignas(64) std::atomic<std::uint64_t> head_{0};
-  alignas(64) std::atomic<std::uint64_t> tail_{0};  // | mark_bit_ once closed
+  // | mark_bit_ once closed, | send_gate_bit_ while senders wait
+  alignas(64) std::atomic<std::uint64_t> tail_{0};
   alignas(64) const std::size_t capacity_;
-  const std::uint64_t mark_bit_;  // above every index; closed flag in tail_
-  const std::uint64_t one_lap_;   // the stamp distance between laps
+  const std::uint64_t mark_bit_;       // above every index; closed flag in tail_
+  const std::uint64_t send_gate_bit_;  // the senders' gate in tail_ (ChannelWaiters)
+  const std::uint64_t one_lap_;        // the stamp distance between laps
   std::unique_ptr<Slot[]> slots_;
   std::atomic<std::uint32_t> senders_{1};
   std::atomic<std::uint32_t> receivers_{1};
@@ -375,7 +402,13 @@ class Sender {
     Send(Send&& other) noexcept(std::is_nothrow_move_constructible_v<T>)
         : channel_(other.channel_), value_(std::move(other.value_)) {}
     ~Send() {
-      if (phase_ == kQueued) channel_->send_waiters().cancel(&waiter_);
+      if (phase_ == kQueued) {
+        channel_->send_waiters().cancel(&waiter_);
+      } else if (holds_grant_) {
+        // Woken with a grant, its push found no room yet, and it was not
+        // queued again: the grant passes on.
+        channel_->send_waiters().drop_grant();
+      }
     }
 
     bool await_ready() {
@@ -417,8 +450,11 @@ class Sender {
     // lock; the receivers' lock must not be taken there (a receiver's
     // re-check holds that one and would take ours: lock-order inversion).
     // enqueue() wakes after the lock is released instead.
-    bool attempt(bool wake_receiver = true) {
-      switch (const detail::RingResult pushed = channel_->try_push(value_)) {
+    // granted: past the send gate (see Channel::try_push).
+    bool attempt(bool wake_receiver = true, bool granted = false) {
+      const detail::RingResult pushed =
+          granted ? channel_->template try_push<true>(value_) : channel_->try_push(value_);
+      switch (pushed) {
         case detail::RingResult::kDone:
         case detail::RingResult::kDoneClosing:
           phase_ = kSent;
@@ -434,10 +470,12 @@ class Sender {
       phase_ = kStart;
       return false;
     }
-    // True when it must wait (queued).
+    // True when it must wait (queued). A sender that holds a grant (woken,
+    // its push found the slot still being read) goes back to the front.
     bool enqueue(volt::detail::TaskHeader* task) {
       waiter_.waker = volt::detail::make_task_waker(task);
-      if (channel_->send_waiters().enqueue(&waiter_, &recheck, this)) {
+      const bool regrant = std::exchange(holds_grant_, false);
+      if (channel_->send_waiters().enqueue(&waiter_, &recheck, this, regrant)) {
         phase_ = kQueued;
         return true;
       }
@@ -445,11 +483,18 @@ class Sender {
       if (phase_ == kSent) channel_->wake_receivers(pushed_);
       return false;
     }
-    static bool recheck(void* self) { return static_cast<Send*>(self)->attempt(false); }
+    // The re-check under the senders' lock runs only for the oldest sender
+    // (ChannelWaiters::enqueue), so it claims past the gate it just set.
+    static bool recheck(void* self) { return static_cast<Send*>(self)->attempt(false, true); }
     bool retry_if_notified() {
       if (!waiter_.notified()) return false;
       waiter_.state.store(volt::detail::ChannelWaiter::kIdle, std::memory_order_relaxed);
-      if (!attempt()) return false;
+      // Woken with a grant: a slot freed for it (no try_send can take it).
+      if (!attempt(true, true)) {
+        holds_grant_ = true;  // re-queued at the front by enqueue()
+        return false;
+      }
+      channel_->send_waiters().grant_done();
       if (phase_ == kSent) channel_->pass_on_after_woken_send();
       return true;
     }
@@ -479,6 +524,7 @@ class Sender {
     T value_;
     volt::detail::ChannelWaiter waiter_;
     Phase phase_ = kStart;
+    bool holds_grant_ = false;  // woken, push failed, not yet queued again
     detail::RingResult pushed_ = detail::RingResult::kDone;  // how kSent happened
   };
   Send send(T value) { return Send(channel_, std::move(value)); }
@@ -491,21 +537,29 @@ class Sender {
       detail::Channel<T>* channel;
       T* value;
       detail::RingResult result = detail::RingResult::kNotNow;
+      // Not granted: the first try. Granted: the oldest registrant's
+      // re-check, and the retry after a wake-up (see Send).
       static bool recheck(void* self) {
         auto& a = *static_cast<Attempt*>(self);
-        a.result = a.channel->try_push(*a.value);
+        a.result = a.channel->template try_push<true>(*a.value);
         return a.result != detail::RingResult::kNotNow;
       }
     } attempt{channel_, &value};
+    attempt.result = channel_->try_push(value);
     bool woken = false;
-    for (;;) {
-      if (Attempt::recheck(&attempt)) break;
+    bool regrant = false;
+    while (attempt.result == detail::RingResult::kNotNow) {
       volt::detail::ChannelWaiter waiter;
       waiter.waker = volt::detail::current_thread_waker();
-      if (!channel_->send_waiters().enqueue(&waiter, &Attempt::recheck, &attempt)) break;
+      if (!channel_->send_waiters().enqueue(&waiter, &Attempt::recheck, &attempt, regrant)) break;
       while (!waiter.notified())
         volt::detail::park_current_thread();
       woken = true;
+      if (Attempt::recheck(&attempt)) {
+        channel_->send_waiters().grant_done();
+        break;
+      }
+      regrant = true;  // no room yet: back to the front, keeping the turn
     }
     if (attempt.result == detail::RingResult::kClosed)
       return SendResult<T>(errc::closed, std::move(value));

@@ -32,9 +32,24 @@
 // protocol and rejects the acquire/release variant (RELAXED_DEKKER).
 //
 // `waiting_` is cleared only under lock_, and only when the fast slot and the
-// list are both empty; registrants set it under lock_. So whenever a waiter
-// is queued, `waiting_` is true (a stale true after the last waiter left only
-// costs one lock).
+// list are both empty (and, gated, no grant is outstanding); registrants set
+// it under lock_. So whenever a waiter is queued, `waiting_` is true (a stale
+// true after the last waiter left only costs one lock).
+//
+// Gated (the senders' side of mpmc, set_gate()): no barging. While a sender
+// waits or holds a grant, a gate bit is set in the ring's tail word, and a
+// push that is not granted (try_send, a first attempt) fails with "full"
+// (its claiming CAS reads the tail word, so the bit and the claim are one
+// atomic decision). A slot freed while senders wait is granted: wake_one
+// takes the oldest waiter under the lock, counts a grant (granted_) and wakes
+// it, and only a granted push may claim while the bit is set. A registrant
+// re-checks (with a granted push) only when nobody is queued and no grant is
+// outstanding, i.e. when it is the oldest. The bit is cleared (under the
+// lock, with waiting_) when nobody waits and no grant is outstanding. A
+// woken sender ends its grant with grant_done() (pushed, or closed), or
+// re-queues at the front releasing it (enqueue with regrant: its push found
+// the slot still being read); one destroyed while holding a grant passes it
+// to the next waiter (cancel / drop_grant).
 #pragma once
 
 #include <atomic>
@@ -80,7 +95,25 @@ class ChannelWaiters {
   // recheck runs under this side's lock: it must not wake the other side
   // (whose re-checks hold that side's lock and would wake this one); the
   // caller wakes after enqueue returns.
-  bool enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void* context) noexcept;
+  // regrant (gated): the caller was woken with a grant and its granted push
+  // found no room (a receive still reading the slot): it goes back to the
+  // front of the queue, releasing the grant, and re-checks first.
+  bool enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void* context,
+               bool regrant = false) noexcept;
+
+  // Gated only: the woken operation's granted push succeeded (or found the
+  // channel closed): its grant ends.
+  void grant_done() noexcept;
+  // Gated only: a woken operation gives up its grant unused (destroyed
+  // before retrying): the grant passes to the next waiter.
+  void drop_grant() noexcept;
+
+  // Makes this side gated (see the top): `bit` of `*word` is set while a
+  // waiter is queued or a grant outstanding. Before any use.
+  void set_gate(std::atomic<std::uint64_t>* word, std::uint64_t bit) noexcept {
+    gate_word_ = word;
+    gate_bit_ = bit;
+  }
 
   // The operation owning `waiter` (kQueued or kNotified) is being destroyed
   // or is giving up: withdraws it, and if it had been woken, passes the
@@ -92,8 +125,11 @@ class ChannelWaiters {
 
  private:
   void wake_one_slow() noexcept;
-  // lock_ held: clears waiting_ if nobody is queued.
+  // lock_ held: clears waiting_ (and the gate bit) if nobody is queued and
+  // no grant is outstanding.
   void clear_flag_if_empty() noexcept;
+  // lock_ held: takes the oldest waiter out (fast slot first), or nullptr.
+  ChannelWaiter* pop_oldest() noexcept;
 
   std::atomic<bool> waiting_{false};
   // Written by registrants under lock_ (only when list_ is empty); emptied
@@ -101,6 +137,11 @@ class ChannelWaiters {
   std::atomic<ChannelWaiter*> fast_{nullptr};
   SpinLock lock_;
   IntrusiveList<ChannelWaiter> list_;  // guarded by lock_; front is oldest
+  // Gated only (set_gate): the gate, and the number of woken waiters that
+  // hold a grant and have not ended it (guarded by lock_).
+  std::atomic<std::uint64_t>* gate_word_ = nullptr;
+  std::uint64_t gate_bit_ = 0;
+  std::uint32_t granted_ = 0;
 };
 
 }  // namespace volt::detail
