@@ -28,11 +28,12 @@
 //     overflow, malloc_trim(0) gives glibc's free pages back to the system
 //     (blocks are scattered, so glibc would otherwise keep every page a
 //     retained block ever sat near). Other C libraries: their own policy.
-//   - The work above runs on a detached thread that the pool starts when a
-//     class's depot first goes above its floor; it wakes once per period and
-//     exits when every class is back at its floor. The fast paths never wait
-//     for it. After a burst of 1,000,000 tasks the process's resident set
-//     returns to within a few MiB of its pre-burst size within about a second
+//   - The work above runs on a detached thread (volt-frame-trim, every
+//     signal blocked) that the pool starts when a class's depot first goes
+//     above its floor; it wakes once per period and exits when every class
+//     is back at its floor. The fast paths never wait for it. After a burst
+//     of 1,000,000 tasks the process's resident set returns to within a few
+//     MiB of its pre-burst size within about a second
 //     (tests/detail/frame_allocator_rss_test.cpp).
 // Under AddressSanitizer (or with VOLT_NO_FRAME_POOL) pooling is off so that
 // use-after-free and leaks of frames are reported.
