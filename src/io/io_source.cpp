@@ -86,6 +86,7 @@ void IoSource::wake(std::uint64_t bits) noexcept {
 }
 
 bool IoSource::register_waiter(IoWaiter& waiter, TaskHeader* task) noexcept {
+  Waker replaced;  // dropped after the unlock: dropping a task waker may free the task
   std::lock_guard guard(lock_);
   // Re-checked under the lock: the driver sets readiness before it takes the
   // lock to wake, so either we see its bits here or it sees our waiter.
@@ -95,7 +96,11 @@ bool IoSource::register_waiter(IoWaiter& waiter, TaskHeader* task) noexcept {
   if (state & ready_mask(waiter.interest)) return false;
   if (!waiter.linked) {
     waiter.waker = make_task_waker(task);
+    waiter.task = task;
     waiters_.push_back(&waiter);
+  } else if (waiter.task != task) {
+    replaced = std::exchange(waiter.waker, make_task_waker(task));
+    waiter.task = task;
   }
   return true;
 }
@@ -109,17 +114,56 @@ void IoSource::withdraw(IoWaiter& waiter) noexcept {
   // Dropped outside the lock: dropping a task waker may free the task.
 }
 
-void IoSource::deregister_and_close() noexcept {
+template <class Change>
+void IoSource::transition(Change change) noexcept {
+  // Read before the RMW: once it is done, another thread's transition may
+  // free this source (retire, then the next driver turn).
+  const int fd = fd_;
+  Driver& driver = driver_;
+  Scheduler& scheduler = scheduler_;
+  const auto dead = [](std::uint64_t v) {
+    return (v & kUseMask) == 0 && (v & kHandleRef) == 0 && (v & kFdClosed) != 0;
+  };
+  std::uint64_t current = life_.load(std::memory_order_relaxed);
+  std::uint64_t next;
+  do {
+    next = change(current);
+    if ((next & kUseMask) == 0 && (next & kDeregistered)) next |= kFdClosed;
+    // acq_rel: release publishes this party's use of the descriptor and of
+    // the source (its system calls, its waiter's withdrawal) to whoever
+    // closes or frees next; acquire makes ours see all earlier parties'.
+    // Every party's last access precedes its RMW, so the one that closes
+    // or frees does so after every other use (a release sequence on life_).
+  } while (!life_.compare_exchange_weak(current, next, std::memory_order_acq_rel,
+                                        std::memory_order_relaxed));
+  if ((next & kFdClosed) && !(current & kFdClosed)) ::close(fd);
+  if (dead(next) && !dead(current)) {
+    driver.retire(this);
+    // Taken in open_with: the driver outlives the source.
+    scheduler.release_reference();
+  }
+}
+
+void IoSource::end_use() noexcept {
+  transition([](std::uint64_t v) { return v - 1; });
+}
+
+void IoSource::close() noexcept {
+  // Elects the closer. acq_rel: see begin_use (its partner); the total order
+  // of RMWs on life_ is what decides, the orders make the sanitizers agree.
+  if (life_.fetch_or(kClosing, std::memory_order_acq_rel) & kClosing) return;
+  // The descriptor is still open: no transition closes it before
+  // kDeregistered, which only we set, below.
   driver_.remove(fd_);
   // acq_rel: orders the DEL before the bit for any thread that sees the bit.
   readiness_.fetch_or(kShutdown, std::memory_order_acq_rel);
   wake(kShutdown);
-  ::close(fd_);
-  // After retire() another thread's driver turn may free us: read what we
-  // still need first.
-  Scheduler& scheduler = scheduler_;
-  driver_.retire(this);
-  scheduler.release_reference();
+  transition([](std::uint64_t v) { return v | kDeregistered; });
+}
+
+void IoSource::drop_handle() noexcept {
+  close();
+  transition([](std::uint64_t v) { return v & ~kHandleRef; });
 }
 
 // ---- IoHandle ----
@@ -138,7 +182,8 @@ std::error_code open_with(int fd, Driver& driver, Scheduler& scheduler, IoSource
     ::close(fd);
     return ec;
   }
-  // Released by deregister_and_close: the driver outlives the source.
+  // Released by the transition that frees the source: the driver outlives
+  // every source.
   scheduler.retain();
   out = source;
   return {};
@@ -161,11 +206,10 @@ std::error_code IoHandle::open(int fd, IoHandle& out) noexcept {
   return {};
 }
 
-std::error_code IoHandle::open_like(int fd, const IoHandle& sibling, IoHandle& out) noexcept {
-  if (!sibling.source_) return open(fd, out);
+std::error_code IoHandle::open_like(int fd, IoSource* sibling, IoHandle& out) noexcept {
+  if (!sibling) return open(fd, out);
   IoSource* source = nullptr;
-  if (std::error_code ec =
-          open_with(fd, sibling.source_->driver(), sibling.source_->scheduler(), source))
+  if (std::error_code ec = open_with(fd, sibling->driver(), sibling->scheduler(), source))
     return ec;
   out.reset();
   out.source_ = source;
@@ -193,22 +237,58 @@ void IoHandle::reset() noexcept {
   if (IoSource* source = std::exchange(source_, nullptr)) {
     fd_ = -1;
     reports_queue_ = false;
-    source->deregister_and_close();
+    source->drop_handle();
   }
 }
 
-std::uint64_t io_readiness(const IoHandle& handle) noexcept {
-  return handle.source() ? handle.source()->readiness() : IoSource::kShutdown;
+void IoHandle::close() const noexcept {
+  if (source_) source_->close();
 }
 
-void io_clear_readiness(const IoHandle& handle, std::uint64_t seen, Interest interest) noexcept {
-  if (handle.source()) handle.source()->clear_readiness(seen, interest);
+bool IoHandle::is_open() const noexcept {
+  return source_ && !source_->closing();
+}
+
+int IoHandle::native_handle() const noexcept {
+  return is_open() ? fd_ : -1;
+}
+
+// ---- IoUse ----
+
+IoUse::IoUse(const IoHandle& handle) noexcept : source_(handle.source()) {
+  if (source_ && source_->begin_use()) fd_ = handle.fd();
+}
+
+IoUse::~IoUse() {
+  if (source_) source_->end_use();
+}
+
+std::uint64_t IoUse::readiness() const noexcept {
+  return fd_ >= 0 ? source_->readiness() : IoSource::kShutdown;
+}
+
+void IoUse::clear_readiness(std::uint64_t seen, Interest interest) const noexcept {
+  if (fd_ >= 0) source_->clear_readiness(seen, interest);
 }
 
 // ---- IoOperation ----
 
+IoOperation::IoOperation(const IoHandle& handle, Interest interest, StepFn step) noexcept
+    : source_(handle.source()), step_(step), fd_(handle.fd()) {
+  waiter_.interest = interest;
+  // The use is held until the destructor: the descriptor number stays ours
+  // (and the source alive) for as long as this operation can touch them.
+  if (source_ && !source_->begin_use()) closed_ = true;
+}
+
+IoOperation::~IoOperation() {
+  if (!source_) return;
+  if (registered_) withdraw();
+  source_->end_use();
+}
+
 bool IoOperation::start() noexcept {
-  if (!source_) {
+  if (!source_ || closed_) {
     closed_ = true;
     return true;
   }

@@ -17,7 +17,7 @@ AcceptBase::~AcceptBase() {
 
 Step AcceptBase::step(IoOperation& op) noexcept {
   auto& self = static_cast<AcceptBase&>(op);
-  const int fd = accept_fd(self.fd_, self.peer_, self.peer_len_);
+  const int fd = accept_fd(self.fd(), self.peer_, self.peer_len_);
   if (fd >= 0) {
     self.accepted_ = fd;
     return Step::kDone;
@@ -30,23 +30,26 @@ Step AcceptBase::step(IoOperation& op) noexcept {
 }
 
 std::error_code AcceptBase::adopt(volt::detail::IoHandle& out) noexcept {
+  // The listener's registration, not its handle: the listener may have been
+  // closed and destroyed meanwhile; our use keeps the registration (and its
+  // runtime) alive.
   if (std::error_code ec =
-          volt::detail::IoHandle::open_like(std::exchange(accepted_, -1), *listener_, out))
+          volt::detail::IoHandle::open_like(std::exchange(accepted_, -1), source(), out))
     return ec;
   // The connection inherited the listener's socket options, TCP_INQ among
   // them (see enable_queue_hint).
-  out.set_reports_queue(listener_->reports_queue());
+  out.set_reports_queue(reports_queue_);
   return {};
 }
 
 Expected<int> try_accept_fd(const volt::detail::IoHandle& listener, sockaddr_storage& peer,
                             socklen_t& peer_len) noexcept {
-  if (!listener) return errc::closed;
-  const std::uint64_t seen = volt::detail::io_readiness(listener);
-  const int fd = accept_fd(listener.fd(), peer, peer_len);
+  const volt::detail::IoUse use(listener);
+  if (use.fd() < 0) return errc::closed;
+  const std::uint64_t seen = use.readiness();
+  const int fd = accept_fd(use.fd(), peer, peer_len);
   if (fd >= 0) return fd;
-  if (fd == -EAGAIN || fd == -EWOULDBLOCK)
-    volt::detail::io_clear_readiness(listener, seen, volt::detail::Interest::kRead);
+  if (fd == -EAGAIN || fd == -EWOULDBLOCK) use.clear_readiness(seen, volt::detail::Interest::kRead);
   return errno_code(-fd);
 }
 

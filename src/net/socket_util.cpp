@@ -62,18 +62,26 @@ bool enable_queue_hint(int fd) noexcept {
   return ::setsockopt(fd, IPPROTO_TCP, TCP_INQ, &on, sizeof on) == 0;
 }
 
-Expected<void> set_flag(int fd, int level, int option, bool on) noexcept {
-  if (fd < 0) return errc::closed;
+Expected<void> connect_now(const volt::detail::IoHandle& h, const sockaddr* addr,
+                           socklen_t len) noexcept {
+  const volt::detail::IoUse use(h);
+  return connect_now(use.fd(), addr, len);
+}
+
+Expected<void> set_flag(const volt::detail::IoHandle& h, int level, int option, bool on) noexcept {
+  const volt::detail::IoUse use(h);
+  if (use.fd() < 0) return errc::closed;
   const int value = on ? 1 : 0;
-  if (::setsockopt(fd, level, option, &value, sizeof value) < 0) return errno_code();
+  if (::setsockopt(use.fd(), level, option, &value, sizeof value) < 0) return errno_code();
   return {};
 }
 
-Expected<bool> get_flag(int fd, int level, int option) noexcept {
-  if (fd < 0) return errc::closed;
+Expected<bool> get_flag(const volt::detail::IoHandle& h, int level, int option) noexcept {
+  const volt::detail::IoUse use(h);
+  if (use.fd() < 0) return errc::closed;
   int value = 0;
   socklen_t len = sizeof value;
-  if (::getsockopt(fd, level, option, &value, &len) < 0) return errno_code();
+  if (::getsockopt(use.fd(), level, option, &value, &len) < 0) return errno_code();
   return value != 0;
 }
 

@@ -47,22 +47,29 @@ bool enable_queue_hint(int fd) noexcept;
 // connect(2) that completes at once (UDP and Unix datagram sockets: it only
 // records the default peer), retrying EINTR.
 Expected<void> connect_now(int fd, const sockaddr* addr, socklen_t len) noexcept;
+// The same on a registered socket, holding a use of its descriptor
+// (errc::closed once closed).
+Expected<void> connect_now(const volt::detail::IoHandle& h, const sockaddr* addr,
+                           socklen_t len) noexcept;
 
 // getsockname / getpeername of `h` into an address type A (SocketAddr,
-// UnixAddr); errc::closed for an empty handle.
+// UnixAddr); errc::closed for an empty or closed handle.
 template <class A>
 Expected<A> socket_name(const volt::detail::IoHandle& h, bool peer) noexcept {
-  if (!h) return errc::closed;
+  const volt::detail::IoUse use(h);
+  if (use.fd() < 0) return errc::closed;
   sockaddr_storage storage{};
   socklen_t len = sizeof storage;
   auto* sa = reinterpret_cast<sockaddr*>(&storage);
-  const int r = peer ? ::getpeername(h.fd(), sa, &len) : ::getsockname(h.fd(), sa, &len);
+  const int r = peer ? ::getpeername(use.fd(), sa, &len) : ::getsockname(use.fd(), sa, &len);
   if (r < 0) return errno_code();
   return A::from_sockaddr(sa, len);
 }
 
-Expected<void> set_flag(int fd, int level, int option, bool on) noexcept;
-Expected<bool> get_flag(int fd, int level, int option) noexcept;
+// Socket options of a registered socket, holding a use of its descriptor
+// (errc::closed once closed).
+Expected<void> set_flag(const volt::detail::IoHandle& h, int level, int option, bool on) noexcept;
+Expected<bool> get_flag(const volt::detail::IoHandle& h, int level, int option) noexcept;
 // SO_ERROR: the pending error (0 if none), cleared by reading it.
 Expected<std::optional<std::error_code>> take_socket_error(int fd) noexcept;
 

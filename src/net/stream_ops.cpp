@@ -20,7 +20,7 @@ using Step = volt::detail::IoOperation::Step;
 Step Read::step(IoOperation& op) noexcept {
   auto& self = static_cast<Read&>(op);
   Step result;
-  if (!self.syscall([&self] { return ::recv(self.fd_, self.buf_.data(), self.buf_.size(), 0); },
+  if (!self.syscall([&self] { return ::recv(self.fd(), self.buf_.data(), self.buf_.size(), 0); },
                     self.done_, result))
     return result;
   // A stream socket's short read took everything queued (see kDoneDrained).
@@ -61,8 +61,8 @@ Step ReadExact::step(IoOperation& op) noexcept {
     Step result;
     const bool received =
         self.reports_queue_
-            ? self.syscall([&] { return recv_reporting_queue(self.fd_, rest, queued); }, n, result)
-            : self.syscall([&] { return ::recv(self.fd_, rest.data(), rest.size(), 0); }, n,
+            ? self.syscall([&] { return recv_reporting_queue(self.fd(), rest, queued); }, n, result)
+            : self.syscall([&] { return ::recv(self.fd(), rest.data(), rest.size(), 0); }, n,
                            result);
     if (!received) return result;
     if (n == 0) {
@@ -78,7 +78,7 @@ Step Write::step(IoOperation& op) noexcept {
   auto& self = static_cast<Write&>(op);
   Step result;
   if (!self.syscall(
-          [&self] { return ::send(self.fd_, self.buf_.data(), self.buf_.size(), MSG_NOSIGNAL); },
+          [&self] { return ::send(self.fd(), self.buf_.data(), self.buf_.size(), MSG_NOSIGNAL); },
           self.done_, result))
     return result;
   return self.done_ < self.buf_.size() ? Step::kDoneDrained : Step::kDone;
@@ -90,7 +90,7 @@ Step WriteAll::step(IoOperation& op) noexcept {
     std::size_t n = 0;
     Step result;
     if (!self.syscall(
-            [&self] { return ::send(self.fd_, self.buf_.data(), self.buf_.size(), MSG_NOSIGNAL); },
+            [&self] { return ::send(self.fd(), self.buf_.data(), self.buf_.size(), MSG_NOSIGNAL); },
             n, result))
       return result;
     // A stream socket never accepts 0 bytes of a non-empty send without an
@@ -116,7 +116,7 @@ Step Writev::step(IoOperation& op) noexcept {
   msg.msg_iov = iov;
   msg.msg_iovlen = count;
   Step result;
-  if (!self.syscall([&] { return ::sendmsg(self.fd_, &msg, MSG_NOSIGNAL); }, self.done_, result))
+  if (!self.syscall([&] { return ::sendmsg(self.fd(), &msg, MSG_NOSIGNAL); }, self.done_, result))
     return result;
   return Step::kDone;
 }
@@ -125,17 +125,18 @@ namespace detail {
 
 Expected<std::size_t> try_read(const volt::detail::IoHandle& h, io::MutableBuffer buf) noexcept {
   return try_syscall(h, volt::detail::Interest::kRead,
-                     [&] { return ::recv(h.fd(), buf.data(), buf.size(), 0); });
+                     [&](int fd) { return ::recv(fd, buf.data(), buf.size(), 0); });
 }
 
 Expected<std::size_t> try_write(const volt::detail::IoHandle& h, io::ConstBuffer buf) noexcept {
   return try_syscall(h, volt::detail::Interest::kWrite,
-                     [&] { return ::send(h.fd(), buf.data(), buf.size(), MSG_NOSIGNAL); });
+                     [&](int fd) { return ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL); });
 }
 
 Expected<void> shutdown(const volt::detail::IoHandle& h, int how) noexcept {
-  if (!h) return errc::closed;
-  if (::shutdown(h.fd(), how) < 0) return std::error_code(errno, std::system_category());
+  const volt::detail::IoUse use(h);
+  if (use.fd() < 0) return errc::closed;
+  if (::shutdown(use.fd(), how) < 0) return std::error_code(errno, std::system_category());
   return {};
 }
 
@@ -143,7 +144,8 @@ Expected<void> shutdown(const volt::detail::IoHandle& h, int how) noexcept {
 
 Expected<std::optional<std::error_code>> detail::take_error(
     const volt::detail::IoHandle& h) noexcept {
-  return take_socket_error(h.fd());
+  const volt::detail::IoUse use(h);
+  return take_socket_error(use.fd());
 }
 
 }  // namespace volt::net

@@ -24,8 +24,7 @@ namespace {
 // attempt ended; SO_ERROR says how (0 and a peer name: connected).
 class ConnectWait : public IoOperation {
  public:
-  explicit ConnectWait(const IoHandle& h) noexcept
-      : IoOperation(h, Interest::kWrite, &step), fd_(h.fd()) {}
+  explicit ConnectWait(const IoHandle& h) noexcept : IoOperation(h, Interest::kWrite, &step) {}
   Expected<void> await_resume() noexcept {
     finish();
     if (closed()) return errc::closed;
@@ -38,20 +37,19 @@ class ConnectWait : public IoOperation {
     auto& self = static_cast<ConnectWait&>(op);
     int err = 0;
     socklen_t len = sizeof err;
-    if (::getsockopt(self.fd_, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+    if (::getsockopt(self.fd(), SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
     if (err != 0) {
       self.error_ = err;
       return Step::kDone;
     }
     sockaddr_storage peer{};
     socklen_t peer_len = sizeof peer;
-    if (::getpeername(self.fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0)
+    if (::getpeername(self.fd(), reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0)
       return Step::kDone;
     if (errno == ENOTCONN) return Step::kWouldBlock;  // still in progress
     self.error_ = errno;
     return Step::kDone;
   }
-  int fd_;
   int error_ = 0;
 };
 
@@ -110,11 +108,11 @@ Expected<TcpStream> TcpStream::from_fd(int fd) noexcept {
 }
 
 Expected<void> TcpStream::set_nodelay(bool on) const noexcept {
-  return detail::set_flag(handle_.fd(), IPPROTO_TCP, TCP_NODELAY, on);
+  return detail::set_flag(handle_, IPPROTO_TCP, TCP_NODELAY, on);
 }
 
 Expected<bool> TcpStream::nodelay() const noexcept {
-  return detail::get_flag(handle_.fd(), IPPROTO_TCP, TCP_NODELAY);
+  return detail::get_flag(handle_, IPPROTO_TCP, TCP_NODELAY);
 }
 
 Expected<SocketAddr> TcpStream::local_addr() const noexcept {

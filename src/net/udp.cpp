@@ -33,7 +33,7 @@ Expected<UdpSocket> UdpSocket::from_fd(int fd) noexcept {
 }
 
 Expected<void> UdpSocket::connect(const SocketAddr& peer) const noexcept {
-  return detail::connect_now(handle_.fd(), peer.as_sockaddr(), peer.sockaddr_len());
+  return detail::connect_now(handle_, peer.as_sockaddr(), peer.sockaddr_len());
 }
 
 Expected<SocketAddr> UdpSocket::local_addr() const noexcept {
@@ -45,11 +45,11 @@ Expected<SocketAddr> UdpSocket::peer_addr() const noexcept {
 }
 
 Expected<void> UdpSocket::set_broadcast(bool on) const noexcept {
-  return detail::set_flag(handle_.fd(), SOL_SOCKET, SO_BROADCAST, on);
+  return detail::set_flag(handle_, SOL_SOCKET, SO_BROADCAST, on);
 }
 
 Expected<bool> UdpSocket::broadcast() const noexcept {
-  return detail::get_flag(handle_.fd(), SOL_SOCKET, SO_BROADCAST);
+  return detail::get_flag(handle_, SOL_SOCKET, SO_BROADCAST);
 }
 
 }  // namespace volt::net

@@ -137,7 +137,7 @@ Expected<UnixDatagram> UnixDatagram::from_fd(int fd) noexcept {
 
 Expected<void> UnixDatagram::connect(const UnixAddr& peer) const noexcept {
   if (peer.is_unnamed()) return errc::invalid_argument;
-  return detail::connect_now(handle_.fd(), peer.as_sockaddr(), peer.sockaddr_len());
+  return detail::connect_now(handle_, peer.as_sockaddr(), peer.sockaddr_len());
 }
 
 Expected<void> UnixDatagram::connect(std::string_view path) const noexcept {

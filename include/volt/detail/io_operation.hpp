@@ -23,6 +23,13 @@
 // drop, as everywhere in volt); it has done at most the system calls whose
 // results it reported (a write_all cancelled mid-way has written a prefix).
 //
+// Closing under an operation: every operation holds a use of the
+// registration from its construction to its destruction. A close() from
+// another task wakes it, and it completes with errc::closed; the descriptor
+// stays open (so its number cannot be handed to another socket) until the
+// last such use ends, and an operation started after the close never makes
+// its system call.
+//
 // Initial readiness is "ready both ways": the first operation on a new socket
 // tries its system call at once instead of waiting for the driver to report
 // what epoll's edge-triggered registration already knows.
@@ -30,6 +37,7 @@
 
 #include <coroutine>
 #include <cstdint>
+#include <utility>
 
 #include "volt/detail/intrusive_list.hpp"
 #include "volt/detail/waker.hpp"
@@ -43,9 +51,16 @@ class IoSource;
 enum class Interest : std::uint8_t { kRead = 1, kWrite = 2 };
 
 // A descriptor registered with the current runtime's driver, owned: the
-// destructor deregisters and closes it. Holds a reference on the runtime's
-// scheduler, so the driver outlives every registration, even one whose
-// socket outlives its Runtime object.
+// destructor closes it. Holds a reference on the runtime's scheduler, so the
+// driver outlives every registration, even one whose socket outlives its
+// Runtime object.
+//
+// Thread safety: close() and every const member may be called from any
+// number of tasks at once (a socket shared through split halves); moving,
+// assigning and destroying follow the usual rule (nobody else may use the
+// object meanwhile). After close(), operations still in flight complete with
+// errc::closed and never touch the descriptor number again (see
+// src/io/io_source.hpp, "Lifetime").
 class IoHandle {
  public:
   IoHandle() noexcept = default;
@@ -54,19 +69,35 @@ class IoHandle {
   // system error of epoll_ctl (e.g. ENOMEM).
   static std::error_code open(int fd, IoHandle& out) noexcept;
   // The same, with the runtime of `sibling` (an accepted connection joins
-  // its listener's runtime, whichever thread awaits the accept).
-  static std::error_code open_like(int fd, const IoHandle& sibling, IoHandle& out) noexcept;
+  // its listener's runtime, whichever thread awaits the accept); the current
+  // runtime's if `sibling` is null.
+  static std::error_code open_like(int fd, IoSource* sibling, IoHandle& out) noexcept;
+  static std::error_code open_like(int fd, const IoHandle& sibling, IoHandle& out) noexcept {
+    return open_like(fd, sibling.source(), out);
+  }
   IoHandle(IoHandle&& other) noexcept;
   IoHandle& operator=(IoHandle&& other) noexcept;
   IoHandle(const IoHandle&) = delete;
   IoHandle& operator=(const IoHandle&) = delete;
   ~IoHandle() { reset(); }
 
+  // The descriptor as registered, for code that holds a use of it (an
+  // IoOperation, an IoUse) or owns it exclusively (a socket being set up).
+  // Anything else must go through IoUse: after a close() by another task
+  // the number may belong to another file.
   int fd() const noexcept { return fd_; }
+  // The descriptor, or -1 once closed (the user-facing native_handle()).
+  int native_handle() const noexcept;
   IoSource* source() const noexcept { return source_; }
-  explicit operator bool() const noexcept { return source_ != nullptr; }
-  // Deregisters and closes now (idempotent). Operations still waiting on it
-  // (from another task, through a split half) complete with errc::closed.
+  // Registered and not closed.
+  bool is_open() const noexcept;
+  explicit operator bool() const noexcept { return is_open(); }
+  // Closes now (idempotent, any thread): operations waiting on it, or
+  // starting later, complete with errc::closed. The descriptor itself is
+  // closed once no operation is inside a system call on it (at once, unless
+  // another task's operation is between its start and its end).
+  void close() const noexcept;
+  // Closes, and lets go of the registration (the handle becomes empty).
   void reset() noexcept;
 
   // Whether the descriptor reports, with each read, how many bytes are left
@@ -82,14 +113,32 @@ class IoHandle {
   bool reports_queue_ = false;
 };
 
-// For the try_ forms: the registration's readiness word before a system
-// call, and the clear after its EAGAIN (tick-checked, see IoSource).
-std::uint64_t io_readiness(const IoHandle& handle) noexcept;
-void io_clear_readiness(const IoHandle& handle, std::uint64_t seen, Interest interest) noexcept;
+// A use of a handle's descriptor for one synchronous call (the try_ forms,
+// socket options, addresses): while it lives the descriptor number cannot be
+// closed under it. fd() is -1 if the handle is empty or closed (report
+// errc::closed then).
+class IoUse {
+ public:
+  explicit IoUse(const IoHandle& handle) noexcept;
+  ~IoUse();
+  IoUse(const IoUse&) = delete;
+  IoUse& operator=(const IoUse&) = delete;
+
+  int fd() const noexcept { return fd_; }
+  // The registration's readiness word before a system call, and the clear
+  // after its EAGAIN (tick-checked, see IoSource).
+  std::uint64_t readiness() const noexcept;
+  void clear_readiness(std::uint64_t seen, Interest interest) const noexcept;
+
+ private:
+  IoSource* source_;
+  int fd_ = -1;
+};
 
 // The part of an IoOperation the registration links into its wait list.
 struct IoWaiter : IntrusiveLink {
   Waker waker;
+  struct TaskHeader* task = nullptr;  // whose waker it is (under the lock)
   Interest interest = Interest::kRead;
 };
 
@@ -106,21 +155,21 @@ class IoOperation {
   enum class Step : std::uint8_t { kDone, kDoneDrained, kWouldBlock };
   using StepFn = Step (*)(IoOperation& self) noexcept;
 
-  IoOperation(const IoHandle& handle, Interest interest, StepFn step) noexcept
-      : source_(handle.source()), step_(step) {
-    waiter_.interest = interest;
-  }
-  // Only before it is awaited (a timeout or select takes its operand by move).
+  // Takes a use of the handle's registration, held until destruction.
+  IoOperation(const IoHandle& handle, Interest interest, StepFn step) noexcept;
+  // Only before it is awaited (a timeout or select takes its operand by
+  // move): the use moves with it.
   IoOperation(IoOperation&& other) noexcept
-      : source_(other.source_), step_(other.step_), closed_(other.closed_) {
+      : source_(std::exchange(other.source_, nullptr)),
+        step_(other.step_),
+        fd_(other.fd_),
+        closed_(other.closed_) {
     waiter_.interest = other.waiter_.interest;
   }
   IoOperation(const IoOperation&) = delete;
   IoOperation& operator=(const IoOperation&) = delete;
   IoOperation& operator=(IoOperation&&) = delete;
-  ~IoOperation() {
-    if (registered_) withdraw();
-  }
+  ~IoOperation();
 
   bool await_ready() noexcept { return start(); }
   bool await_suspend(std::coroutine_handle<> self);
@@ -134,6 +183,11 @@ class IoOperation {
   void finish() noexcept {
     if (registered_) withdraw();
   }
+  // The descriptor, valid for system calls made from `step` (the use held
+  // since construction keeps the number from being closed and reused).
+  int fd() const noexcept { return fd_; }
+  // The registration (null for an empty handle); alive while this is.
+  IoSource* source() const noexcept { return source_; }
 
  private:
   bool start() noexcept;
@@ -144,6 +198,7 @@ class IoOperation {
 
   IoSource* source_;
   StepFn step_;
+  int fd_;
   IoWaiter waiter_;
   bool closed_ = false;
   bool yielding_ = false;

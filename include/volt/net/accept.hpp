@@ -31,17 +31,18 @@ namespace volt::net::detail {
 class AcceptBase : public SyscallOp {
  public:
   AcceptBase(AcceptBase&& other) noexcept
-      : SyscallOp(std::move(other)), listener_(other.listener_) {}
+      : SyscallOp(std::move(other)), reports_queue_(other.reports_queue_) {}
   // Closes a connection accepted but never handed out.
   ~AcceptBase();
 
  protected:
   explicit AcceptBase(const volt::detail::IoHandle& listener) noexcept
-      : SyscallOp(listener, volt::detail::Interest::kRead, &step), listener_(&listener) {}
+      : SyscallOp(listener, volt::detail::Interest::kRead, &step),
+        reports_queue_(listener.reports_queue()) {}
   // Registers the accepted descriptor with the listener's runtime.
   std::error_code adopt(volt::detail::IoHandle& out) noexcept;
 
-  const volt::detail::IoHandle* listener_;
+  bool reports_queue_;  // the listener's, which its connections inherit
   int accepted_ = -1;
   sockaddr_storage peer_{};
   socklen_t peer_len_ = 0;

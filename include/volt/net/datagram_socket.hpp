@@ -69,11 +69,12 @@ class DatagramSocket {
     return detail::take_error(handle_);
   }
 
-  int native_handle() const noexcept { return handle_.fd(); }
+  int native_handle() const noexcept { return handle_.native_handle(); }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  // Closes now (as the destructor does); operations waiting in other tasks
-  // complete with errc::closed.
-  void close() noexcept { handle_.reset(); }
+  // Closes now (as the destructor does); any task may call it while others
+  // use the socket: their operations, waiting or starting later, complete
+  // with errc::closed and never touch the descriptor number again.
+  void close() noexcept { handle_.close(); }
 
  protected:
   DatagramSocket() noexcept = default;

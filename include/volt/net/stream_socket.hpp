@@ -63,11 +63,14 @@ class StreamSocket {
     return detail::take_error(handle_);
   }
 
-  int native_handle() const noexcept { return handle_.fd(); }
+  int native_handle() const noexcept { return handle_.native_handle(); }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  // Closes now, as the destructor does; operations waiting on it from other
-  // tasks (through a half) complete with errc::closed.
-  void close() noexcept { handle_.reset(); }
+  // Closes now, as the destructor does; any task may call it while others
+  // use the socket (through a half): their operations, waiting or starting
+  // later, complete with errc::closed and never touch the descriptor number
+  // again. The descriptor is closed once no operation is inside a system
+  // call on it, so a woken operation delays it only until its task runs.
+  void close() noexcept { handle_.close(); }
 
  protected:
   friend class detail::AcceptBase;

@@ -21,7 +21,7 @@ namespace volt::net::detail {
 class SyscallOp : public volt::detail::IoOperation {
  protected:
   SyscallOp(const volt::detail::IoHandle& h, volt::detail::Interest interest, StepFn step) noexcept
-      : IoOperation(h, interest, step), fd_(h.fd()) {}
+      : IoOperation(h, interest, step) {}
 
   // Makes the system call `call` (ssize_t; -1 and errno on failure),
   // retrying EINTR. True with its result in `n`. False with `step` set:
@@ -58,7 +58,6 @@ class SyscallOp : public volt::detail::IoOperation {
     return {};
   }
 
-  int fd_;
   int error_ = 0;
 
  private:
@@ -73,21 +72,24 @@ class SyscallOp : public volt::detail::IoOperation {
 // SO_ERROR: the pending error (nullopt if none), cleared by reading it.
 Expected<std::optional<std::error_code>> take_error(const volt::detail::IoHandle& h) noexcept;
 
-// A try_ form: one system call (EINTR retried), no waiting. EAGAIN gives
-// std::errc::resource_unavailable_try_again and clears the registration's
-// readiness for `interest` (tick-checked against the readiness seen before
-// the call), so a following readable()/writable() really waits.
+// A try_ form: one system call `call(fd)` (EINTR retried), no waiting,
+// made while holding a use of the descriptor (errc::closed if the socket is
+// closed or empty). EAGAIN gives std::errc::resource_unavailable_try_again
+// and clears the registration's readiness for `interest` (tick-checked
+// against the readiness seen before the call), so a following
+// readable()/writable() really waits.
 template <class Call>
 Expected<std::size_t> try_syscall(const volt::detail::IoHandle& h, volt::detail::Interest interest,
                                   Call call) noexcept {
-  if (!h) return errc::closed;
-  const std::uint64_t seen = volt::detail::io_readiness(h);
+  const volt::detail::IoUse use(h);
+  if (use.fd() < 0) return errc::closed;
+  const std::uint64_t seen = use.readiness();
   for (;;) {
-    const ssize_t n = call();
+    const ssize_t n = call(use.fd());
     if (n >= 0) return static_cast<std::size_t>(n);
     if (errno == EINTR) continue;
     const int err = errno;
-    if (err == EAGAIN || err == EWOULDBLOCK) volt::detail::io_clear_readiness(h, seen, interest);
+    if (err == EAGAIN || err == EWOULDBLOCK) use.clear_readiness(seen, interest);
     return std::error_code(err, std::system_category());
   }
 }

@@ -124,9 +124,10 @@ class TcpListener {
   }
 
   Expected<SocketAddr> local_addr() const noexcept;
-  int native_handle() const noexcept { return handle_.fd(); }
+  int native_handle() const noexcept { return handle_.native_handle(); }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
-  void close() noexcept { handle_.reset(); }
+  // Closes now; a waiting accept() gives errc::closed (any task may call it).
+  void close() noexcept { handle_.close(); }
 
  private:
   volt::detail::IoHandle handle_;

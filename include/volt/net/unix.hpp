@@ -139,10 +139,10 @@ class UnixListener {
   }
 
   Expected<UnixAddr> local_addr() const noexcept;
-  int native_handle() const noexcept { return handle_.fd(); }
+  int native_handle() const noexcept { return handle_.native_handle(); }
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
   // Closes now; the socket file stays (see the header comment).
-  void close() noexcept { handle_.reset(); }
+  void close() noexcept { handle_.close(); }
 
  private:
   volt::detail::IoHandle handle_;
