@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <ctime>
+
 namespace volt::detail {
 
 // std::atomic<uint32_t> is layout-compatible with uint32_t on every target we
@@ -14,6 +16,14 @@ void futex_wait(const std::atomic<std::uint32_t>* word, std::uint32_t expected) 
   // FUTEX_PRIVATE_FLAG: the word is never shared across processes.
   ::syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected,
             nullptr, nullptr, 0);
+}
+
+void futex_wait_for(const std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                    std::int64_t timeout_ns) noexcept {
+  timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000),
+              static_cast<long>(timeout_ns % 1'000'000'000)};
+  ::syscall(SYS_futex, reinterpret_cast<const std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected,
+            &ts, nullptr, 0);
 }
 
 void futex_wake(const std::atomic<std::uint32_t>* word, int count) noexcept {

@@ -84,6 +84,7 @@ void Driver::park(bool block) noexcept {
   epoll_event events[kEventsPerTurn];
   int n = wait_for_events(epoll_fd_, events, kEventsPerTurn, timeout_ns);
   ++tick_;
+  turns_.store(tick_, std::memory_order_relaxed);  // see turns()
   for (int i = 0; i < n; ++i) {
     auto* source = static_cast<IoSource*>(events[i].data.ptr);
     if (source == nullptr) continue;  // an unpark(): its edge woke us

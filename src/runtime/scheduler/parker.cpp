@@ -24,8 +24,7 @@ bool Parker::park(Driver& driver) noexcept {
     return driver.release();
   }
   if (io && consumed_after_yields()) return false;
-  park_on_futex();
-  return false;
+  return park_on_futex(driver, io);
 }
 
 bool Parker::consumed_after_yields() noexcept {
@@ -39,19 +38,71 @@ bool Parker::consumed_after_yields() noexcept {
   return false;
 }
 
-void Parker::park_on_futex() noexcept {
+bool Parker::park_on_futex(Driver& driver, bool io) noexcept {
   std::uint32_t expected = kEmpty;
   if (!state_.compare_exchange_strong(expected, kParkedFutex, std::memory_order_acq_rel)) {
     // Only unpark() changes the state under us: it is kNotified. Consume it.
     state_.exchange(kEmpty, std::memory_order_acquire);
-    return;
+    return false;
   }
+  // The standby (driver.hpp, "An unattended driver"): only while I/O
+  // sources are registered, and only one sleeper at a time.
+  bool standby = io && driver.claim_standby();
+  std::uint32_t last_turns = driver.turns();
+  int quiet = 0;
   for (;;) {
-    futex_wait(&state_, kParkedFutex);
+    if (standby) {
+      futex_wait_for(&state_, kParkedFutex, Driver::kStandbyCheckNs);
+    } else {
+      futex_wait(&state_, kParkedFutex);
+    }
     expected = kNotified;
-    if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return;
-    // Spurious futex return: still kParkedFutex, sleep again.
+    if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) break;
+    // Still kParkedFutex: a spurious return, or the standby's timeout.
+    if (!standby) continue;
+    const std::uint32_t turns = driver.turns();
+    if (turns != last_turns) {  // someone took a turn since our last look
+      last_turns = turns;
+      quiet = 0;
+      continue;
+    }
+    if (driver.held()) {
+      // Held with no turn: its holder sleeps in epoll_wait, the runtime is
+      // idle. Stop the timed looks; the holder will hand the driver off
+      // when it leaves (release() sees no standby).
+      if (++quiet >= Driver::kStandbyQuietChecks) {
+        driver.give_up_standby();
+        standby = false;
+      }
+      continue;
+    }
+    // Released, and no turn for a whole period: its last holder is busy
+    // running tasks. Take the driver over. Leave kParkedFutex first (an
+    // unpark meanwhile left kNotified: consume it and return as woken).
+    expected = kParkedFutex;
+    if (!state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acq_rel)) {
+      state_.exchange(kEmpty, std::memory_order_acquire);
+      break;
+    }
+    driver.give_up_standby();
+    if (driver.try_acquire()) {
+      takeovers_.fetch_add(1, std::memory_order_relaxed);
+      park_on_driver(driver);
+      return driver.release();
+    }
+    // Someone else took it first: the driver is attended. Sleep again,
+    // standby if the role is still free.
+    expected = kEmpty;
+    if (!state_.compare_exchange_strong(expected, kParkedFutex, std::memory_order_acq_rel)) {
+      state_.exchange(kEmpty, std::memory_order_acquire);
+      return false;
+    }
+    standby = driver.claim_standby();
+    last_turns = driver.turns();
+    quiet = 0;
   }
+  if (standby) driver.give_up_standby();
+  return false;
 }
 
 void Parker::park_on_driver(Driver& driver) noexcept {

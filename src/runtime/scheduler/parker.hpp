@@ -9,6 +9,10 @@
 //   park:   kNotified -> kEmpty (return at once)
 //           kEmpty -> kParkedDriver (if the driver could be acquired) or
 //           kParkedFutex, sleep, then swap to kEmpty
+//           the standby (driver.hpp, "An unattended driver"):
+//           kParkedFutex -> kEmpty -> kParkedDriver when it takes over an
+//           unattended driver (each step a CAS: an unpark in between leaves
+//           kNotified, consumed as a wake-up)
 //   unpark: swap to kNotified; if the previous state was a parked one, wake
 //           that sleeper (futex_wake, or the driver's eventfd)
 // unpark uses an unconditional swap rather than a CAS so it never loops and
@@ -38,10 +42,19 @@ class Parker {
   // Yields up to kYieldsBeforeSleep times; true if a notification arrived
   // meanwhile (consumed).
   bool consumed_after_yields() noexcept;
-  void park_on_futex() noexcept;
+  // Returns what park() returns (true only after a standby's take-over).
+  bool park_on_futex(Driver& driver, bool io) noexcept;
   void park_on_driver(Driver& driver) noexcept;
 
   std::atomic<std::uint32_t> state_{kEmpty};
+
+ public:
+  // Times this worker, as the standby, took over an unattended driver
+  // (relaxed: a statistic, read by tests).
+  std::uint64_t takeovers() const noexcept { return takeovers_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> takeovers_{0};
 };
 
 }  // namespace volt::detail

@@ -211,7 +211,8 @@ void Worker::park() noexcept {
   // sleep on their futex, where no timer deadline reaches them: if timers are
   // pending, wake one so that it takes the driver over (otherwise a timer
   // would wait for our next park or maintenance poll, however long our tasks
-  // run, while a worker sits idle).
+  // run, while a worker sits idle). The same with I/O sources registered and
+  // no standby watching the driver (driver.hpp, "An unattended driver").
   if (hand_off) scheduler_.hand_off_driver(index_);
   // Restart the EWMA window: parked time is not task time.
   batch_start_ns_ = now_ns();
