@@ -310,13 +310,19 @@ bool IoOperation::attempt() noexcept {
       closed_ = true;
       return true;
     }
-    if (!(state & IoSource::ready_mask(waiter_.interest))) return false;
+    // A step waiting for its own wake-up is called whatever the readiness:
+    // it decides (kRetryLater again if woken early).
+    if (!retry_later_ && !(state & IoSource::ready_mask(waiter_.interest))) return false;
+    retry_later_ = false;
     switch (step_(*this)) {
       case Step::kDone:
         return true;
       case Step::kDoneDrained:
         source_->clear_drained(state, waiter_.interest);
         return true;
+      case Step::kRetryLater:
+        retry_later_ = true;
+        return false;
       case Step::kWouldBlock:
         break;
     }
@@ -325,8 +331,14 @@ bool IoOperation::attempt() noexcept {
 }
 
 bool IoOperation::must_wait(TaskHeader* task) noexcept {
+  // The step armed its own wake-up: wait for it, not for readiness.
+  if (retry_later_) return true;
   registered_ = true;
   return source_->register_waiter(waiter_, task);
+}
+
+Waker IoOperation::current_task_waker() noexcept {
+  return make_task_waker(tls_context.current_task);
 }
 
 bool IoOperation::await_suspend(std::coroutine_handle<> self) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "net/socket_util.hpp"
+#include "volt/time/clock.hpp"
 
 namespace volt::net::detail {
 
@@ -15,16 +16,37 @@ AcceptBase::~AcceptBase() {
   if (accepted_ >= 0) ::close(accepted_);
 }
 
+namespace {
+
+bool out_of_resources(int err) noexcept {
+  return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+}  // namespace
+
 Step AcceptBase::step(IoOperation& op) noexcept {
   auto& self = static_cast<AcceptBase&>(op);
+  if (self.backing_off_) {
+    if (!self.backoff_.fired()) return Step::kRetryLater;  // woken early
+    self.backing_off_ = false;
+  }
   const int fd = accept_fd(self.fd(), self.peer_, self.peer_len_);
   if (fd >= 0) {
     self.accepted_ = fd;
     return Step::kDone;
   }
   if (fd == -EAGAIN || fd == -EWOULDBLOCK) return Step::kWouldBlock;
-  // EMFILE and friends: reported, and the readiness is left set (only
-  // kWouldBlock clears it), so the next accept() retries at once.
+  // Out of descriptors: the queued connection stays queued and the
+  // readiness set (only kWouldBlock clears it), so an immediate retry would
+  // fail the same way: wait kAcceptBackoff, then try once more (see the
+  // header). The timer is this operation's; destroying it cancels.
+  if (out_of_resources(-fd) && !self.backed_off_) {
+    self.backed_off_ = true;
+    if (self.backoff_.arm(volt::time::now() + kAcceptBackoff, current_task_waker())) {
+      self.backing_off_ = true;
+      return Step::kRetryLater;
+    }
+  }
   self.error_ = -fd;
   return Step::kDone;
 }

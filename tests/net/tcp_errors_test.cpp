@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -187,6 +188,14 @@ constexpr int kClients = 80;
 // The child: serves echo with RLIMIT_NOFILE = kChildFdLimit. Prints its
 // port, then "emfile <n>" once it has seen n > 0 accept errors, and exits 0
 // after echoing to kClients connections in all.
+// The highest descriptor number open in this process.
+int highest_open_fd() {
+  int highest = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+    highest = std::max(highest, std::stoi(entry.path().filename().string()));
+  return highest;
+}
+
 int run_emfile_child() {
   rlimit lim{kChildFdLimit, kChildFdLimit};
   if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) return 2;
@@ -318,6 +327,64 @@ TEST(TcpErrors, AcceptLoopSurvivesDescriptorExhaustion) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "child exit code (2 setrlimit, 3 bind, 4 other accept "
                                        "error, 5 never saw EMFILE)";
+}
+
+// Out of descriptors, a loop that retries accept() at once does not spin:
+// accept() waits kAcceptBackoff (10 ms) before it reports the error again, and a
+// descriptor freed during the back-off is used without the error at all.
+// In-process: the soft descriptor limit is lowered to what is open now, for
+// the length of the test only.
+TEST(TcpErrors, AcceptOutOfDescriptorsBacksOffInsteadOfSpinning) {
+  if (std::getenv(kChildEnv)) GTEST_SKIP() << "this process is the child";
+  Runtime rt = make_runtime(kMultiThread2);
+  rt.block_on([]() -> Task<void> {
+    auto listener = TcpListener::bind(loopback(), 64);
+    EXPECT_TRUE(listener);
+    const SocketAddr addr = *listener->local_addr();
+    std::vector<TcpStream> clients;
+    for (int i = 0; i < 2; ++i) {
+      auto c = co_await TcpStream::connect(addr);
+      EXPECT_TRUE(c);
+      clients.push_back(std::move(*c));
+    }
+    rlimit saved{};
+    EXPECT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+    rlimit tight = saved;
+    tight.rlim_cur = static_cast<rlim_t>(highest_open_fd() + 1);
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+    // Fill every free number below the limit.
+    std::vector<int> fillers;
+    for (int fd; (fd = ::dup(0)) >= 0;)
+      fillers.push_back(fd);
+    EXPECT_FALSE(fillers.empty());
+    // A naive retry loop for 200 ms: without the back-off this made
+    // thousands of failed accept calls (bounded only by the budget).
+    int errors = 0;
+    const auto end = std::chrono::steady_clock::now() + 200ms;
+    while (std::chrono::steady_clock::now() < end) {
+      auto r = co_await listener->accept();
+      if (r) {
+        ADD_FAILURE() << "accepted while out of descriptors";
+        break;
+      }
+      EXPECT_EQ(r.error().value(), EMFILE);  // by value: see run_emfile_child
+      ++errors;
+    }
+    EXPECT_GE(errors, 2);
+    EXPECT_LE(errors, 200ms / net::detail::kAcceptBackoff + 2) << errors << " errors in 200 ms";
+    // A descriptor freed during the back-off: the accept succeeds, no error.
+    auto freeing = spawn([](int fd) -> Task<void> {
+      co_await volt::sleep(net::detail::kAcceptBackoff / 2);
+      ::close(fd);
+    }(fillers.back()));
+    fillers.pop_back();
+    auto r = co_await listener->accept();
+    EXPECT_TRUE(r) << r.error().message();
+    co_await freeing;
+    for (int fd : fillers)
+      ::close(fd);
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  }());
 }
 
 TEST(TcpErrorsChild, Serve) {

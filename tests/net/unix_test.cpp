@@ -480,5 +480,35 @@ TEST(Unix, NoDescriptorLeakOverManySockets) {
   EXPECT_EQ(open_fd_count(), before);
 }
 
+// An operation left waiting by a timeout (an lvalue operand) and then
+// awaited by another task: the wake-up must reach the task that waits now.
+// Before, the registration kept the first task's waker, and the second task
+// slept through the data.
+TEST(Unix, OperationReawaitedByAnotherTaskIsWokenThere) {
+  for (const Flavour& f : {kCurrentThread, kMultiThread2}) {
+    Runtime rt = make_runtime(f);
+    rt.block_on([]() -> Task<void> {
+      auto pair = UnixStream::pair();
+      EXPECT_TRUE(pair);
+      char drain[4];
+      (void)pair->first.try_read(drain);  // a new socket starts "ready"
+      char buf[8];
+      auto op = pair->first.read(buf);
+      EXPECT_FALSE(co_await volt::timeout(2ms, op));  // leaves its waiter linked
+      auto other = spawn([](decltype(op)& o) -> Task<std::size_t> {
+        Expected<std::size_t> n = co_await o;
+        co_return n ? *n : 0;
+      }(op));
+      co_await volt::sleep(5ms);  // the other task waits on `op` now
+      EXPECT_TRUE(pair->second.try_write(std::string_view("data")));
+      auto got = co_await volt::timeout(kNotHung, other);
+      EXPECT_TRUE(got) << "the waiting task was never woken";
+      if (got) {
+        EXPECT_EQ(*got, 4u);
+      }
+    }());
+  }
+}
+
 }  // namespace
 }  // namespace volt::test

@@ -152,7 +152,11 @@ class IoOperation {
   // write shorter than its buffer filled the send queue), so the readiness
   // is cleared as after an EAGAIN and the next operation waits for the
   // driver instead of paying for a system call that would say EAGAIN.
-  enum class Step : std::uint8_t { kDone, kDoneDrained, kWouldBlock };
+  //
+  // kRetryLater: the step armed a wake-up of its own (accept's back-off
+  // timer, with current_task_waker()); the operation waits for the task to
+  // be woken and then calls the step again, whatever the readiness says.
+  enum class Step : std::uint8_t { kDone, kDoneDrained, kWouldBlock, kRetryLater };
   using StepFn = Step (*)(IoOperation& self) noexcept;
 
   // Takes a use of the handle's registration, held until destruction.
@@ -188,6 +192,9 @@ class IoOperation {
   int fd() const noexcept { return fd_; }
   // The registration (null for an empty handle); alive while this is.
   IoSource* source() const noexcept { return source_; }
+  // For a step that arms its own wake-up (kRetryLater): a waker of the task
+  // being polled (a step runs only inside its task's poll).
+  static Waker current_task_waker() noexcept;
 
  private:
   bool start() noexcept;
@@ -202,6 +209,7 @@ class IoOperation {
   IoWaiter waiter_;
   bool closed_ = false;
   bool yielding_ = false;
+  bool retry_later_ = false;  // the last step said kRetryLater
   // Owner-only: the waiter was linked by this operation and may still be
   // (the driver unlinks it under the registration's lock when it wakes it,
   // so only a look under that lock says whether it still is).

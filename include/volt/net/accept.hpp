@@ -9,24 +9,34 @@
 //    await never is).
 //  - The connection joins the listener's runtime (its driver), whichever
 //    thread awaits the accept.
-//  - Out of descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM): the error is
-//    returned and the listener's readiness left set, so the next accept()
-//    retries the system call at once: the connection that could not be
-//    taken is still queued, and no new edge would announce it. A loop that
-//    backs off and retries serves it once descriptors are freed.
+//  - Out of descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM): accept() waits
+//    kAcceptBackoff and tries once more before it reports the error, so a
+//    loop that simply retries on error is throttled (one error per back-off,
+//    not a spin) and a descriptor freed meanwhile is used without the caller
+//    seeing the error at all. The listener's readiness stays set: the
+//    connection that could not be taken is still queued, and no new edge
+//    would announce it. A server should still log and, if it can, shed
+//    load (close idle connections) when it sees the error; retrying at once
+//    is safe.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <utility>
 
+#include <chrono>
+
 #include "volt/detail/io_operation.hpp"
+#include "volt/detail/timer_node.hpp"
 #include "volt/expected.hpp"
 #include "volt/net/datagram_ops.hpp"
 #include "volt/net/stream_socket.hpp"
 #include "volt/net/syscall_op.hpp"
 
 namespace volt::net::detail {
+
+// How long accept() waits before trying again when out of descriptors.
+inline constexpr std::chrono::milliseconds kAcceptBackoff{10};
 
 class AcceptBase : public SyscallOp {
  public:
@@ -44,6 +54,10 @@ class AcceptBase : public SyscallOp {
 
   bool reports_queue_;  // the listener's, which its connections inherit
   int accepted_ = -1;
+  // Out of descriptors: the back-off before the one retry (see above).
+  volt::detail::TimerNode backoff_;
+  bool backing_off_ = false;  // armed, not yet retried
+  bool backed_off_ = false;   // this operation has had its back-off
   sockaddr_storage peer_{};
   socklen_t peer_len_ = 0;
 
