@@ -63,13 +63,13 @@
  * Step-to-line mapping:
  *   F   src/io/driver.cpp:82  free_retired();
  *   W   src/io/driver.cpp:85  int n = wait_for_events(epoll_fd_, events, kEventsPerTurn, timeout_ns);
- *   D2  src/io/driver.cpp:101  if (source->set_readiness(bits, tick_)) source->wake(bits);
+ *   D2  src/io/driver.cpp:102  if (source->set_readiness(bits, tick_)) source->wake(bits);
  *   D3  src/io/io_source.cpp:65  lock_.lock();
  *   O0  src/io/io_source.cpp:281  if (source_ && !source_->begin_use()) closed_ = true;
  *   O1  src/io/io_source.cpp:308  const std::uint64_t state = source_->readiness();
- *   O2  src/io/io_source.cpp:314  switch (step_(*this)) {
- *   O3  src/io/io_source.cpp:318  source_->clear_drained(state, waiter_.interest);
- *   O4  src/io/io_source.cpp:323  source_->clear_readiness(state, waiter_.interest);
+ *   O2  src/io/io_source.cpp:317  switch (step_(*this)) {
+ *   O3  src/io/io_source.cpp:321  source_->clear_drained(state, waiter_.interest);
+ *   O4  src/io/io_source.cpp:329  source_->clear_readiness(state, waiter_.interest);
  *   O5  src/io/io_source.cpp:96  if (state & ready_mask(waiter.interest)) return false;
  *   O7  src/io/io_source.cpp:287  source_->end_use();
  *   C1  src/io/io_source.cpp:154  if (life_.fetch_or(kClosing, std::memory_order_acq_rel) & kClosing) return;
