@@ -21,11 +21,14 @@ bool ChannelWaiters::enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void
     // seq_cst: ordered against every claim of the tail word (a RMW on the
     // same word: a try_send's CAS either precedes it or fails), and before
     // the re-check's loads like R1.
-    gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
+    const std::uint64_t word = gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
     // Someone older waits or holds a grant: a slot freed now is theirs, and
     // this waiter's turn comes through them (a grant, or a woken sender's
-    // pass-on).
-    oldest = regrant ||
+    // pass-on). Unless the channel is closed: close()'s wake_all has then
+    // run (it takes this lock after marking the word; the fetch_or above
+    // follows its mark in the word's modification order), no grant will
+    // come, and the re-check reports closed.
+    oldest = regrant || (word & closed_bit_) ||
              (granted_ == 0 && list_.empty() && fast_.load(std::memory_order_relaxed) == nullptr);
   }
   if (oldest && recheck(context)) {
@@ -175,8 +178,11 @@ void ChannelWaiters::wake_all() noexcept {
 void ChannelWaiters::clear_flag_if_empty() noexcept {
   // Relaxed: every store to waiting_ is made under lock_, so the lock orders
   // them; a registrant's later seq_cst store of true follows this one.
-  if (!list_.empty() || fast_.load(std::memory_order_relaxed) != nullptr || granted_ != 0) return;
+  // Gated: waiting_ goes with the queue, the gate with the queue and the
+  // grants (see the top of channel_waiters.hpp).
+  if (!list_.empty() || fast_.load(std::memory_order_relaxed) != nullptr) return;
   waiting_.store(false, std::memory_order_relaxed);
+  if (granted_ != 0) return;
   // relaxed: the bit only gates claims; a push that then claims reads the
   // slot's stamp with its own seq_cst load, which orders what it needs, and
   // every set of the bit is made under lock_ after this.

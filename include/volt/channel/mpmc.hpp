@@ -112,7 +112,7 @@ class Channel {
         slots_(std::make_unique<Slot[]>(capacity)) {
     for (std::size_t i = 0; i < capacity; ++i)
       slots_[i].stamp.store(i, std::memory_order_relaxed);
-    send_waiters_.set_gate(&tail_, send_gate_bit_);
+    send_waiters_.set_gate(&tail_, send_gate_bit_, mark_bit_);
   }
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;

@@ -32,9 +32,10 @@
 // protocol and rejects the acquire/release variant (RELAXED_DEKKER).
 //
 // `waiting_` is cleared only under lock_, and only when the fast slot and the
-// list are both empty (and, gated, no grant is outstanding); registrants set
-// it under lock_. So whenever a waiter is queued, `waiting_` is true (a stale
-// true after the last waiter left only costs one lock).
+// list are both empty (gated: even while grants are outstanding; a woken
+// holder needs no further wake-up); registrants set it under lock_. So
+// whenever a waiter is queued, `waiting_` is true (a stale true after the
+// last waiter left only costs one lock).
 //
 // Gated (the senders' side of mpmc, set_gate()): no barging. While a sender
 // waits or holds a grant, a gate bit is set in the ring's tail word, and a
@@ -44,8 +45,17 @@
 // takes the oldest waiter under the lock, counts a grant (granted_) and wakes
 // it, and only a granted push may claim while the bit is set. A registrant
 // re-checks (with a granted push) only when nobody is queued and no grant is
-// outstanding, i.e. when it is the oldest. The bit is cleared (under the
-// lock, with waiting_) when nobody waits and no grant is outstanding. A
+// outstanding, i.e. when it is the oldest, or when the channel is closed
+// (no grant will come; the re-check reports closed). The bit is cleared (under the
+// lock) when nobody waits and no grant is outstanding; `waiting_` already
+// when nobody waits. So while only grants are outstanding, a receive that
+// frees a slot finds `waiting_` false and wakes nobody (the lock-free path,
+// as before the gate: one lock per wait, not one per receive until the
+// holder runs). That slot is not lost: the holder, once it pushed, passes a
+// wake-up on if there is room (pass_on_after_woken_send); a sender that
+// queued while the grant was outstanding had raised `waiting_` under the
+// lock before the holder's grant_done, so that pass-on sees it; one that
+// comes later finds no grant and is the oldest, so it re-checks. A
 // woken sender ends its grant with grant_done() (pushed, or closed), or
 // re-queues at the front releasing it (enqueue with regrant: its push found
 // the slot still being read); one destroyed while holding a grant passes it
@@ -109,10 +119,14 @@ class ChannelWaiters {
   void drop_grant() noexcept;
 
   // Makes this side gated (see the top): `bit` of `*word` is set while a
-  // waiter is queued or a grant outstanding. Before any use.
-  void set_gate(std::atomic<std::uint64_t>* word, std::uint64_t bit) noexcept {
+  // waiter is queued or a grant outstanding; `closed_bit` of it marks the
+  // channel closed (a registrant then re-checks even if it is not the
+  // oldest: no grant will come). Before any use.
+  void set_gate(std::atomic<std::uint64_t>* word, std::uint64_t bit,
+                std::uint64_t closed_bit) noexcept {
     gate_word_ = word;
     gate_bit_ = bit;
+    closed_bit_ = closed_bit;
   }
 
   // The operation owning `waiter` (kQueued or kNotified) is being destroyed
@@ -125,8 +139,8 @@ class ChannelWaiters {
 
  private:
   void wake_one_slow() noexcept;
-  // lock_ held: clears waiting_ (and the gate bit) if nobody is queued and
-  // no grant is outstanding.
+  // lock_ held: clears waiting_ if nobody is queued, and the gate bit if
+  // moreover no grant is outstanding.
   void clear_flag_if_empty() noexcept;
   // lock_ held: takes the oldest waiter out (fast slot first), or nullptr.
   ChannelWaiter* pop_oldest() noexcept;
@@ -141,6 +155,7 @@ class ChannelWaiters {
   // hold a grant and have not ended it (guarded by lock_).
   std::atomic<std::uint64_t>* gate_word_ = nullptr;
   std::uint64_t gate_bit_ = 0;
+  std::uint64_t closed_bit_ = 0;
   std::uint32_t granted_ = 0;
 };
 
