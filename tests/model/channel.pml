@@ -3,12 +3,14 @@
  * (claim by CAS, publish by the slot's stamp), the Dekker flags, the fast
  * slots and FIFO lists of both sides, re-registration of a woken operation
  * that finds the ring not ready, the wake-up chain after a woken operation
- * succeeds, and cancellation passing a wake-up on. As implemented in
+ * succeeds, cancellation passing a wake-up on, and the senders' gate and
+ * grants (no barging). As implemented in
  *   include/volt/channel/mpmc.hpp        Channel::try_push / try_pop,
  *                                        pass_on_after_woken_*, Send / Recv
  *                                        (attempt, enqueue, retry_if_notified)
  *   include/volt/detail/channel_waiters.hpp, src/channel/channel_waiters.cpp
- *                                        wake_one, enqueue, cancel
+ *                                        wake_one, enqueue, cancel,
+ *                                        grant_done, drop_grant, wake_all
  *
  * Property: no lost wake-up, i.e. no deadlock. Producer p sends NV values;
  * consumers take QUOTA values each, the quotas adding up to what is sent. A
@@ -28,6 +30,66 @@
  * (DONE_CLOSING; negative control NO_CLOSING_WAKE_ALL), and a receive behind
  * a slot the previous lap's receive still reads must see the mark
  * (NO_CLOSED_BEHIND_READ).
+ *
+ * Senders are gated (no barging, a655a79, 4c10c6f): while a sender is
+ * queued or holds a grant, the gate bit of the tail word is set and an
+ * ungranted push (try_send, a first attempt) reports full; a slot freed
+ * while senders wait is granted to the oldest (wake_one under the lock,
+ * grants++); a registrant re-checks only when it is the oldest (nobody
+ * queued, no grant) or the channel is closed (the gate's fetch_or returns
+ * the mark); a granted push that finds no room re-queues at the front
+ * (regrant), one destroyed holding a grant passes it on (drop_grant). The
+ * Dekker flag goes with the queue, the gate with the queue and the grants
+ * (clear_flag_if_empty). Asserted in try_push: an ungranted claim happens
+ * only when no sender is queued and no grant is outstanding (no barging;
+ * negative control NO_GATE). NO_CLOSED_RECHECK: a registrant that is not
+ * the oldest never re-checks, even after close() (the hang 4c10c6f fixed:
+ * woken senders still hold grants, the late registrant waits forever).
+ * REAWAIT=n: a queued operation interrupted (a timeout's lvalue operand)
+ * and awaited again, keeping its place, n times in total.
+ *
+ * Step-to-line mapping:
+ *   P_gate  include/volt/channel/mpmc.hpp:141  if (!kGranted && (word & send_gate_bit_)) return RingResult::kNotNow;
+ *   P_claim  include/volt/channel/mpmc.hpp:153  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
+ *   P_C1  include/volt/channel/mpmc.hpp:158  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
+ *   P_closing  include/volt/channel/mpmc.hpp:166  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
+ *   G_claim  include/volt/channel/mpmc.hpp:198  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
+ *   G_C1  include/volt/channel/mpmc.hpp:205  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
+ *   G_empty  include/volt/channel/mpmc.hpp:214  if ((tail & ~flags()) == head)
+ *   G_behind_read  include/volt/channel/mpmc.hpp:223  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
+ *   closer_mark  include/volt/channel/mpmc.hpp:237  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
+ *   closer_recv  include/volt/channel/mpmc.hpp:239  recv_waiters_.wake_all();
+ *   closer_send  include/volt/channel/mpmc.hpp:240  send_waiters_.wake_all();
+ *   pass_recv  include/volt/channel/mpmc.hpp:278  if (value_at_head()) recv_waiters_.wake_one();
+ *   pass_send  include/volt/channel/mpmc.hpp:281  if (room_at_tail()) send_waiters_.wake_one();
+ *   wake_all_closing  include/volt/channel/mpmc.hpp:286  if (pushed == RingResult::kDoneClosing) {
+ *   S_drop_grant  include/volt/channel/mpmc.hpp:410  channel_->send_waiters().drop_grant();
+ *   S_wake_recv  include/volt/channel/mpmc.hpp:462  if (wake_receiver) channel_->wake_receivers(pushed);
+ *   S_regrant  include/volt/channel/mpmc.hpp:477  const bool regrant = std::exchange(holds_grant_, false);
+ *   S_retry  include/volt/channel/mpmc.hpp:493  if (!attempt(true, true)) {
+ *   S_grant_done  include/volt/channel/mpmc.hpp:497  channel_->send_waiters().grant_done();
+ *   S_pass_on  include/volt/channel/mpmc.hpp:498  if (phase_ == kSent) channel_->pass_on_after_woken_send();
+ *   R_wake_send  include/volt/channel/mpmc.hpp:668  if (wake_sender) channel_->send_waiters().wake_one();
+ *   R_pass_on  include/volt/channel/mpmc.hpp:694  if (value_) channel_->pass_on_after_woken_recv();
+ *   C2  include/volt/detail/channel_waiters.hpp:99  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
+ *   E_regrant  src/channel/channel_waiters.cpp:15  if (regrant) --granted_;
+ *   E_R1  src/channel/channel_waiters.cpp:18  waiting_.store(true, std::memory_order_seq_cst);
+ *   E_gate  src/channel/channel_waiters.cpp:24  gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
+ *   E_oldest  src/channel/channel_waiters.cpp:31  oldest = regrant || (word & closed_bit_) ||
+ *   E_R2  src/channel/channel_waiters.cpp:34  if (oldest && recheck(context)) {
+ *   E_fast  src/channel/channel_waiters.cpp:45  fast_.compare_exchange_strong(empty, waiter, std::memory_order_release,
+ *   E_front  src/channel/channel_waiters.cpp:53  list_.push_front(waiter);
+ *   E_back  src/channel/channel_waiters.cpp:55  list_.push_back(waiter);
+ *   W_lockfree  src/channel/channel_waiters.cpp:73  if (gate_word_ == nullptr) waiter = fast_.exchange(nullptr, std::memory_order_acquire);
+ *   W_grant  src/channel/channel_waiters.cpp:79  if (waiter != nullptr && gate_word_ != nullptr) ++granted_;
+ *   grant_done  src/channel/channel_waiters.cpp:102  --granted_;
+ *   drop_grant  src/channel/channel_waiters.cpp:111  if (waiter != nullptr) ++granted_;
+ *   X_cancel_fast  src/channel/channel_waiters.cpp:128  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed) ||
+ *   X_wait_waker  src/channel/channel_waiters.cpp:144  while (waiter->state.load(std::memory_order_acquire) != ChannelWaiter::kNotified)
+ *   X_pass  src/channel/channel_waiters.cpp:152  drop_grant();
+ *   A_grant  src/channel/channel_waiters.cpp:165  if (gate_word_ != nullptr) ++granted_;
+ *   clear_flag  src/channel/channel_waiters.cpp:184  waiting_.store(false, std::memory_order_relaxed);
+ *   clear_gate  src/channel/channel_waiters.cpp:189  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
  *
  * Not modelled: the value
  * itself (only positions), the waker (a woken task re-polls and runs the
@@ -49,9 +111,12 @@
  * Switches: -DCAP=n -DNP=n -DNC=n -DNV=n (values per producer) -DQUOTA=n
  * (values per consumer; NC*QUOTA must equal NP*NV), -DCANCEL=n (waits that
  * may be cancelled, in total), -DCLOSE (a closer; QUOTA is then ignored),
+ * -DREAWAIT=n, -DFLAG_KEEPS_GRANTS (the flag cleared only once no grant is
+ * outstanding either, as a655a79; also correct, one lock per receive more),
  * negative controls -DRELAXED_DEKKER, -DNO_PASS_ON (no wake-up chain after a
  * woken success), -DNO_PASS_CANCEL (a cancelled woken waiter drops its
- * wake-up), -DNO_CLOSING_WAKE_ALL, -DNO_CLOSED_BEHIND_READ (see above).
+ * wake-up), -DNO_CLOSING_WAKE_ALL, -DNO_CLOSED_BEHIND_READ, -DNO_GATE,
+ * -DNO_CLOSED_RECHECK (see above).
  */
 
 #ifndef CAP
@@ -71,6 +136,9 @@
 #endif
 #ifndef CANCEL
 #define CANCEL 0
+#endif
+#ifndef REAWAIT
+#define REAWAIT 0
 #endif
 
 #define NW (NP + NC + 1)  /* waiter ids 1..NP+NC; 0 = none */
@@ -92,8 +160,11 @@ byte tail = 0;
 byte stamp[CAP];
 byte received = 0;
 byte cancels = CANCEL;
+byte reawaits = REAWAIT;
 byte sent_total = 0;
 bit closed = 0;
+bit gate = 0;        /* the senders' gate: a bit of the tail word */
+byte grants = 0;     /* woken senders holding a grant (under lk[SEND]) */
 
 /* per side: the Dekker flag, the fast slot, the lock, the FIFO list */
 bit flag[2];
@@ -113,6 +184,17 @@ inline list_push(q, w) {
   :: else -> list1[qlen[q]] = w
   fi;
   qlen[q]++
+}
+/* inserts w at the front (senders' list only: the regrant) */
+inline list_push_front(q, w) {
+  k = qlen[q];
+  do
+  :: k > 0 -> list1[k] = list1[k - 1]; k--
+  :: else -> break
+  od;
+  list1[0] = w;
+  qlen[q]++;
+  k = 0
 }
 /* removes the element at index k, shifting the rest (order kept) */
 inline list_remove_at(q, k) {
@@ -134,10 +216,27 @@ inline list_at(q, k, out) {
   fi
 }
 
-/* clear_flag_if_empty, lock held */
+/* clear_flag_if_empty, lock held: the flag goes with the queue; the
+ * senders' gate with the queue and the grants (FLAG_KEEPS_GRANTS: the flag
+ * too waits for the grants, as a655a79 had it) */
 inline clear_if_empty(q) {
   if
-  :: qlen[q] == 0 && fast[q] == 0 -> flag[q] = 0
+  :: qlen[q] == 0 && fast[q] == 0 ->
+#ifdef FLAG_KEEPS_GRANTS
+     if :: q == RECV || grants == 0 -> flag[q] = 0 :: else -> skip fi;
+#else
+     flag[q] = 0;
+#endif
+     if :: q == SEND && grants == 0 -> gate = 0 :: else -> skip fi
+  :: else -> skip
+  fi
+}
+
+/* pop_oldest, lock held: the fast slot, else the list's front */
+inline pop_oldest(q) {
+  atomic { w = fast[q]; fast[q] = 0 };
+  if
+  :: w == 0 && qlen[q] > 0 -> k = 0; list_at(q, k, w); list_remove_at(q, k)
   :: else -> skip
   fi
 }
@@ -147,7 +246,14 @@ inline clear_if_empty(q) {
  * before its publishing store. */
 inline wake_one(q, seen) {
   if
-  :: seen ->
+  :: seen && q == SEND ->                          /* gated: under the lock, a grant */
+     lock(q);
+     pop_oldest(q);
+     if :: w != 0 -> grants++ :: else -> skip fi;
+     clear_if_empty(q);
+     if :: w != 0 -> state[w] = NOTIFIED :: else -> skip fi;
+     unlock(q)
+  :: seen && q == RECV ->
      atomic { w = fast[q]; fast[q] = 0 };          /* lock-free exchange */
      if
      :: w != 0 -> state[w] = NOTIFIED               /* waker moved, then published */
@@ -174,12 +280,15 @@ inline wake_one(q, seen) {
  * publishing store (RELAXED_DEKKER only). The closed mark is a bit of the
  * tail word: (tail, closed) are read and CASed together. DONE_CLOSING: the
  * mark was set between the claim and the publish (the load after it). */
-inline try_push(res) {
+inline try_push(res, granted) {
   res = NOTNOW;
   do
-  :: atomic { t = tail; c = closed };
+  :: atomic { t = tail; c = closed; g = gate };
      if
      :: c -> res = CLOSED; break
+#ifndef NO_GATE
+     :: !c && g && !granted -> break               /* senders wait: full */
+#endif
      :: else -> skip
      fi;
      s = stamp[t % CAP];
@@ -187,7 +296,9 @@ inline try_push(res) {
      :: s == 2 * t ->
         atomic {
           if
-          :: tail == t && !closed -> tail = t + 1; claimed = 1
+          :: tail == t && !closed && gate == g -> tail = t + 1; claimed = 1;
+             /* no barging: an ungranted claim only when no sender waits */
+             assert(granted || (qlen[SEND] == 0 && fast[SEND] == 0 && grants == 0))
           :: else -> claimed = 0
           fi
         };
@@ -208,7 +319,7 @@ inline try_push(res) {
      :: s > 2 * t -> skip                          /* stale tail: retry */
      fi
   od;
-  t = 0; s = 0; c = 0
+  t = 0; s = 0; c = 0; g = 0
 }
 
 inline try_pop(res) {
@@ -259,13 +370,10 @@ inline try_pop(res) {
 inline wake_all(q) {
   lock(q);
   do
-  :: atomic { w = fast[q]; fast[q] = 0 };
+  :: pop_oldest(q);
      if
-     :: w == 0 && qlen[q] > 0 -> k = 0; list_at(q, k, w); list_remove_at(q, k)
-     :: else -> skip
-     fi;
-     if
-     :: w != 0 -> state[w] = NOTIFIED
+     :: w != 0 && q == SEND -> grants++; state[w] = NOTIFIED
+     :: w != 0 && q == RECV -> state[w] = NOTIFIED
      :: else -> break
      fi
   od;
@@ -287,13 +395,41 @@ inline wake_receivers(res, seen) {
 #define SEEN(q) flag[q]
 #endif
 
+/* ChannelWaiters::grant_done: a woken sender's granted push succeeded or
+ * found the channel closed. */
+inline grant_done() {
+  lock(SEND); grants--; clear_if_empty(SEND); unlock(SEND)
+}
+
+/* ChannelWaiters::drop_grant: a woken sender gives its grant up unused. */
+inline drop_grant() {
+  lock(SEND);
+  grants--;
+  pop_oldest(SEND);
+  if :: w != 0 -> grants++; state[w] = NOTIFIED :: else -> skip fi;
+  clear_if_empty(SEND);
+  unlock(SEND);
+  w = 0; k = 0
+}
+
 /* ChannelWaiters::enqueue with the operation's attempt as the re-check. */
-inline enqueue(q, me, queued) {
+inline enqueue(q, me, queued, regrant) {
   lock(q);
+  if :: regrant -> grants-- :: else -> skip fi;
   flag[q] = 1;                                     /* R1 */
+  res = NOTNOW;
   if
   :: q == RECV -> try_pop(res)                     /* R2: the re-check */
-  :: else -> try_push(res)
+  :: q == SEND ->
+     atomic { gate = 1; c = closed };              /* fetch_or: with R1, before R2 */
+#ifdef NO_CLOSED_RECHECK
+     c = 0;
+#endif
+     if
+     :: regrant || c || (grants == 0 && qlen[q] == 0 && fast[q] == 0) ->
+        try_push(res, 1)                           /* the oldest: granted re-check */
+     :: else -> skip
+     fi
   fi;
   if
   :: res != NOTNOW -> clear_if_empty(q); unlock(q); queued = 0
@@ -301,7 +437,10 @@ inline enqueue(q, me, queued) {
      state[me] = QUEUED;
      if
      :: qlen[q] == 0 && fast[q] == 0 -> fast[q] = me
-     :: else -> list_push(q, me)
+     :: (qlen[q] != 0 || fast[q] != 0) && regrant -> /* back to the front */
+        if :: fast[q] != 0 -> list_push_front(q, fast[q]); fast[q] = 0 :: else -> skip fi;
+        list_push_front(q, me)
+     :: (qlen[q] != 0 || fast[q] != 0) && !regrant -> list_push(q, me)
      fi;
      unlock(q);
      queued = 1
@@ -331,56 +470,81 @@ inline cancel(q, me) {
      :: !claimed && k < qlen[q] ->
         list_remove_at(q, k); state[me] = IDLE; clear_if_empty(q); unlock(q)
      :: !claimed && k >= qlen[q] ->
-        /* a waker took it from the fast slot and has not published yet */
+        /* a waker took it from the fast slot and has not published yet
+         * (receivers only: the senders' waker holds the lock) */
         unlock(q);
         (state[me] == NOTIFIED);
         state[me] = IDLE;
 #ifndef NO_PASS_CANCEL
-        wake_one(q, flag[q])
+        if
+        :: q == SEND -> drop_grant()
+        :: else -> wake_one(q, flag[q])
+        fi
 #endif
      fi
   :: else ->
      unlock(q);
      state[me] = IDLE;
 #ifndef NO_PASS_CANCEL
-     wake_one(q, flag[q])                          /* woken, never retried: pass it on */
+     if
+     :: q == SEND -> drop_grant()                  /* the grant passes on */
+     :: else -> wake_one(q, flag[q])               /* woken, never retried: pass it on */
+     fi
+#else
+     if :: q == SEND -> lock(q); grants--; clear_if_empty(q); unlock(q) :: else -> skip fi
 #endif
   fi;
   w = 0; k = 0
 }
 
-/* Producer `me`: NV sends, or until the channel is closed. */
+/* Producer `me`: NV sends, or until the channel is closed. A woken sender
+ * retries with its grant (retry_if_notified); a granted push that finds no
+ * room re-queues at the front (regrant). A queued send may be interrupted
+ * (a timeout that fired) and awaited again, keeping its place (REAWAIT). */
 proctype producer(byte me) {
   byte sent = 0, res, t, h, s, w, k;
-  bit claimed, pre, queued, woken, c;
+  bit claimed, pre, queued, woken, c, g, regrant;
   do
   :: sent == NV -> break
   :: else ->
-     try_push(res);
+     if
+     :: woken -> try_push(res, 1)
+     :: else -> try_push(res, 0)
+     fi;
      if
      :: res == DONE || res == DONE_CLOSING ->
-        wake_receivers(res, SEEN(RECV));
+        wake_receivers(res, SEEN(RECV));           /* in attempt() */
+        if :: woken -> grant_done() :: else -> skip fi;
 #ifndef NO_PASS_ON
         if
         :: woken ->                                /* pass_on_after_woken_send */
-           t = tail; s = stamp[t % CAP];
-           if :: s == 2 * t -> wake_one(SEND, flag[SEND]) :: else -> skip fi;
-           t = 0; s = 0
+           atomic { t = tail; c = closed }; s = stamp[t % CAP];
+           if :: !c && s == 2 * t -> wake_one(SEND, flag[SEND]) :: else -> skip fi;
+           t = 0; s = 0; c = 0
         :: else -> skip
         fi;
 #endif
         woken = 0; sent++; atomic { sent_total++ }
-     :: res == CLOSED -> break
+     :: res == CLOSED ->
+        if :: woken -> grant_done() :: else -> skip fi;
+        break
      :: res == NOTNOW ->
-        enqueue(SEND, me, queued);
+        regrant = woken; woken = 0;
         if
-        :: !queued && res == CLOSED -> break
-        :: !queued && res != CLOSED ->
-           wake_receivers(res, flag[RECV]); woken = 0; sent++; atomic { sent_total++ }
-        :: queued ->
+        :: regrant && cancels > 0 ->               /* destroyed holding the grant */
+           atomic { cancels-- }; drop_grant(); regrant = 0
+        :: true ->
+           enqueue(SEND, me, queued, regrant); regrant = 0;
            if
-           :: state[me] == NOTIFIED -> state[me] = IDLE; woken = 1
-           :: atomic { cancels > 0 -> cancels-- }; cancel(SEND, me); woken = 0
+           :: !queued && res == CLOSED -> break
+           :: !queued && res != CLOSED ->
+              wake_receivers(res, flag[RECV]); sent++; atomic { sent_total++ }
+           :: queued ->
+              do
+              :: state[me] == NOTIFIED -> state[me] = IDLE; woken = 1; break
+              :: atomic { reawaits > 0 -> reawaits-- }  /* interrupted, awaited again */
+              :: atomic { cancels > 0 -> cancels-- }; cancel(SEND, me); break
+              od
            fi
         fi
      fi
@@ -391,7 +555,7 @@ proctype producer(byte me) {
  * drained. */
 proctype consumer(byte me) {
   byte got = 0, res, t, h, s, w, k;
-  bit claimed, pre, queued, woken, c;
+  bit claimed, pre, queued, woken, c, g;
   do
 #ifndef CLOSE
   :: got == QUOTA -> break
@@ -413,16 +577,18 @@ proctype consumer(byte me) {
         woken = 0; got++; atomic { received++ }
      :: res == CLOSED -> break
      :: res == NOTNOW ->
-        enqueue(RECV, me, queued);
+        enqueue(RECV, me, queued, 0);
         if
         :: !queued && res == CLOSED -> break
         :: !queued && res == DONE ->
            wake_one(SEND, flag[SEND]); woken = 0; got++; atomic { received++ }
         :: queued ->
-           if
-           :: state[me] == NOTIFIED -> state[me] = IDLE; woken = 1
-           :: atomic { cancels > 0 -> cancels-- }; cancel(RECV, me); woken = 0
-           fi
+           woken = 0;
+           do
+           :: state[me] == NOTIFIED -> state[me] = IDLE; woken = 1; break
+           :: atomic { reawaits > 0 -> reawaits-- }  /* interrupted, awaited again */
+           :: atomic { cancels > 0 -> cancels-- }; cancel(RECV, me); break
+           od
         fi
      fi
   od
