@@ -74,10 +74,16 @@ class Driver {
   // unattended driver").
   [[nodiscard]] bool release() noexcept {
     const bool timers_pending = time_.on_release();
-    held_.store(false, std::memory_order_release);
-    // acquire: pairs with the release in give_up_standby(); a stale true
-    // only delays the hand-off until the standby's next look.
-    return timers_pending || (has_io_sources() && !standby_.load(std::memory_order_acquire));
+    // seq_cst, the store and the load: a Dekker pair with the standby's
+    // give-up (give_up_standby, then held_after_give_up). Either we see the
+    // standby gone and hand the driver off, or the standby sees the driver
+    // released and stays the standby; with weaker orders both could miss
+    // (the standby's last quiet look saw the driver held, we read standby_
+    // as still set, it gave up: nobody watched; found by SPIN,
+    // park_protocol.pml -DNO_GIVE_UP_RECHECK). The store is also the
+    // release that pairs with try_acquire's acquire.
+    held_.store(false, std::memory_order_seq_cst);
+    return timers_pending || (has_io_sources() && !standby_.load(std::memory_order_seq_cst));
   }
 
   // For the standby (Parker). relaxed, all three: they are hints about
@@ -87,11 +93,16 @@ class Driver {
   bool held() const noexcept { return held_.load(std::memory_order_relaxed); }
   // True if the caller is now the standby (there is at most one).
   bool claim_standby() noexcept {
-    // acq_rel: pairs with give_up_standby's release; an RMW so two sleepers
+    // acq_rel: pairs with give_up_standby's store; an RMW so two sleepers
     // cannot both become the standby.
     return !standby_.exchange(true, std::memory_order_acq_rel);
   }
-  void give_up_standby() noexcept { standby_.store(false, std::memory_order_release); }
+  // seq_cst: the other half of release()'s Dekker pair (see there).
+  void give_up_standby() noexcept { standby_.store(false, std::memory_order_seq_cst); }
+  // After give_up_standby(): whether the driver is still held. false means a
+  // holder left it and may have read standby_ before the give-up: the caller
+  // must stay the standby (claim_standby again).
+  bool held_after_give_up() const noexcept { return held_.load(std::memory_order_seq_cst); }
   static constexpr std::int64_t kStandbyCheckNs = 1'000'000;
   static constexpr int kStandbyQuietChecks = 16;
 

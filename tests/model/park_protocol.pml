@@ -75,21 +75,20 @@
  * is a separate step.
  *
  * Configurations (tests/CMakeLists.txt registers the ones marked *):
- *   default           the code as it is, with the long task (PUSHES=0).
- *                     VIOLATED (* give_up_race.violated): the standby's
- *                     give-up races with the holder's release. The standby
- *                     reads held_ true (its last quiet look); the holder
- *                     then stores held_ false and reads standby_ still true
- *                     (no hand-off) and runs A; the standby stores standby_
- *                     false and sleeps without timeout. Event 1 waits in
- *                     epoll until the holder comes back. Found with QUIET=1
- *                     and QUIET=2: only the last quiet look matters, so 16
- *                     has it too (a narrow window, and a latency bug in the
- *                     code, where the long task ends; a stall here).
- *   -DFIX_GIVE_UP     a proposed fix (not in the code): after giving up,
- *                     look at held_ again and stay the standby if the
- *                     driver was released (seq_cst on both sides, the
- *                     Dekker pair of release()). * fix_give_up.verified
+ *   default           the code, with the long task (PUSHES=0).
+ *                     * fix_give_up.verified
+ *   -DNO_GIVE_UP_RECHECK  the standby as first written (ca93a1c): no look
+ *                     at held_ after giving up, and a standby woken for work
+ *                     hands nothing off. VIOLATED (* give_up_race.violated):
+ *                     the standby reads held_ true (its last quiet look);
+ *                     the holder then stores held_ false and reads standby_
+ *                     still set (no hand-off) and runs A; the standby gives
+ *                     up and sleeps without timeout. Event 1 waits in epoll
+ *                     until the holder comes back. Found with QUIET=1 and
+ *                     QUIET=2: only the last quiet look matters, so 16 has it
+ *                     too. The fix: after giving up, look at held_ again
+ *                     and stay the standby if the driver was released
+ *                     (seq_cst on both sides, the Dekker pair of release()).
  *   -DNO_STANDBY      the code before ca93a1c: no standby, release() never
  *                     asks for a hand-off without timers. SPIN must find the
  *                     unattended driver: A runs on the worker that
@@ -107,7 +106,7 @@
  *   -DNO_LONG         A is an ordinary task.
  *   -DNO_FAIR         next_task without the inject-first fairness branch.
  *   -DPUSHES=n -DSPAWNS=n -DQUIET=n  sizes (n <= 4 pushes).
- * The I/O events together with pushes (e.g. -DFIX_GIVE_UP -DPUSHES=1) verify
+ * The I/O events together with pushes (e.g. -DPUSHES=1) verify
  * too but take 50-90 million states (80-155 s): not registered.
  *
  * Step-to-line mapping:
@@ -175,26 +174,28 @@
  *   look_held            src/runtime/scheduler/parker.cpp:69  if (driver.held()) {
  *   look_quiet           src/runtime/scheduler/parker.cpp:73  if (++quiet >= Driver::kStandbyQuietChecks) {
  *   look_give_up         src/runtime/scheduler/parker.cpp:74  driver.give_up_standby();
- *   take_leave_futex     src/runtime/scheduler/parker.cpp:83  if (!state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acq_rel)) {
- *   take_give_up         src/runtime/scheduler/parker.cpp:87  driver.give_up_standby();
- *   take_acquire         src/runtime/scheduler/parker.cpp:88  if (driver.try_acquire()) {
- *   take_on_driver       src/runtime/scheduler/parker.cpp:90  park_on_driver(driver);
- *   take_release         src/runtime/scheduler/parker.cpp:91  return driver.release();
- *   take_refutex         src/runtime/scheduler/parker.cpp:96  if (!state_.compare_exchange_strong(expected, kParkedFutex
- *   take_reclaim         src/runtime/scheduler/parker.cpp:100  standby = driver.claim_standby();
- *   woken_give_up        src/runtime/scheduler/parker.cpp:104  if (standby) driver.give_up_standby();
- *   on_driver_cas        src/runtime/scheduler/parker.cpp:110  if (!state_.compare_exchange_strong(expected, kParkedDriver
- *   on_driver_park       src/runtime/scheduler/parker.cpp:114  driver.park(true);
- *   on_driver_empty      src/runtime/scheduler/parker.cpp:117  state_.exchange(kEmpty, std::memory_order_acquire);
- *   unpark_swap          src/runtime/scheduler/parker.cpp:122  switch (state_.exchange(kNotified, std::memory_order_release)) {
- *   unpark_driver        src/runtime/scheduler/parker.cpp:127  driver.unpark();
+ *   look_recheck         src/runtime/scheduler/parker.cpp:79  if (!driver.held_after_give_up()) {
+ *   take_leave_futex     src/runtime/scheduler/parker.cpp:91  if (!state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acq_rel)) {
+ *   take_give_up         src/runtime/scheduler/parker.cpp:95  driver.give_up_standby();
+ *   take_acquire         src/runtime/scheduler/parker.cpp:96  if (driver.try_acquire()) {
+ *   take_on_driver       src/runtime/scheduler/parker.cpp:98  park_on_driver(driver);
+ *   take_release         src/runtime/scheduler/parker.cpp:99  return driver.release();
+ *   take_refutex         src/runtime/scheduler/parker.cpp:104  if (!state_.compare_exchange_strong(expected, kParkedFutex
+ *   take_reclaim         src/runtime/scheduler/parker.cpp:108  standby = driver.claim_standby();
+ *   woken_give_up        src/runtime/scheduler/parker.cpp:116  driver.give_up_standby();
+ *   woken_hand_off       src/runtime/scheduler/parker.cpp:117  return !driver.held_after_give_up();
+ *   on_driver_cas        src/runtime/scheduler/parker.cpp:122  if (!state_.compare_exchange_strong(expected, kParkedDriver
+ *   on_driver_park       src/runtime/scheduler/parker.cpp:126  driver.park(true);
+ *   on_driver_empty      src/runtime/scheduler/parker.cpp:123  state_.exchange(kEmpty, std::memory_order_acquire);
+ *   unpark_swap          src/runtime/scheduler/parker.cpp:134  switch (state_.exchange(kNotified, std::memory_order_release)) {
+ *   unpark_driver        src/runtime/scheduler/parker.cpp:139  driver.unpark();
  *   drv_try_acquire      src/io/driver.hpp:67  if (held_.exchange(true, std::memory_order_acquire)) return false;
- *   drv_release_store    src/io/driver.hpp:77  held_.store(false, std::memory_order_release);
- *   drv_release_standby  src/io/driver.hpp:80  return timers_pending || (has_io_sources() && !standby_.load
- *   drv_turns            src/io/driver.hpp:86  return turns_.load(std::memory_order_relaxed);
- *   drv_held             src/io/driver.hpp:87  bool held() const noexcept { return held_.load
- *   drv_claim_standby    src/io/driver.hpp:92  return !standby_.exchange(true, std::memory_order_acq_rel);
- *   drv_give_up_standby  src/io/driver.hpp:94  void give_up_standby() noexcept { standby_.store(false
+ *   drv_release_store    src/io/driver.hpp:85  held_.store(false, std::memory_order_seq_cst);
+ *   drv_release_standby  src/io/driver.hpp:86  return timers_pending || (has_io_sources() && !standby_.load
+ *   drv_turns            src/io/driver.hpp:92  return turns_.load(std::memory_order_relaxed);
+ *   drv_held             src/io/driver.hpp:93  bool held() const noexcept { return held_.load
+ *   drv_claim_standby    src/io/driver.hpp:98  return !standby_.exchange(true, std::memory_order_acq_rel);
+ *   drv_give_up_standby  src/io/driver.hpp:101  void give_up_standby() noexcept { standby_.store(false
  *   drv_epoll_wait       src/io/driver.cpp:85  int n = wait_for_events(epoll_fd_, events, kEventsPerTurn, timeout_ns);
  *   drv_turn_store       src/io/driver.cpp:87  turns_.store(tick_, std::memory_order_relaxed);
  *   drv_dispatch_wake    src/io/driver.cpp:102  if (source->set_readiness(bits, tick_)) source->wake(bits);
@@ -559,11 +560,11 @@ futex_wait:
        if
        :: (quiet >= QUIET) ->
             atomic { standby = false; sb = false; quiet = 0 };
-#ifdef FIX_GIVE_UP
-            /* proposed fix: look at held_ again after giving up (seq_cst
-             * store, then load: the Dekker pair of release()'s store of
-             * held_ and load of standby_); if the holder left meanwhile it
-             * may not have seen the give-up: stay the standby. */
+#ifndef NO_GIVE_UP_RECHECK
+            /* look at held_ again after giving up (seq_cst store, then
+             * load: the Dekker pair of release()'s store of held_ and load
+             * of standby_); if the holder left meanwhile it may not have
+             * seen the give-up: stay the standby. */
             if
             :: !held -> atomic { sb = !standby; standby = true };
                         if :: sb -> turned = false :: else -> skip fi
@@ -598,7 +599,18 @@ futex_wait:
   goto futex_wait;
 
 futex_woken:
-  if :: sb -> atomic { standby = false; sb = false; quiet = 0 } :: else -> skip fi;
+  if
+  :: sb ->
+       atomic { standby = false; sb = false; quiet = 0 };
+#ifndef NO_GIVE_UP_RECHECK
+       /* woken for work: a holder that left meanwhile may have counted on
+        * the standby; hand the driver off then (park_on_futex's return) */
+       hand_off = !held
+#else
+       skip
+#endif
+  :: else -> skip
+  fi;
   goto park_woke;
 
 on_driver:

@@ -73,6 +73,14 @@ bool Parker::park_on_futex(Driver& driver, bool io) noexcept {
       if (++quiet >= Driver::kStandbyQuietChecks) {
         driver.give_up_standby();
         standby = false;
+        // A holder that left between our look and the give-up may have read
+        // the standby as present and not handed the driver off: look again
+        // (the Dekker pair of Driver::release).
+        if (!driver.held_after_give_up()) {
+          standby = driver.claim_standby();
+          last_turns = driver.turns();
+          quiet = 0;
+        }
       }
       continue;
     }
@@ -101,8 +109,12 @@ bool Parker::park_on_futex(Driver& driver, bool io) noexcept {
     last_turns = driver.turns();
     quiet = 0;
   }
-  if (standby) driver.give_up_standby();
-  return false;
+  if (!standby) return false;
+  // Claimed for work: stop watching. A holder that left meanwhile may have
+  // counted on us (see above): then ask our caller to hand the driver to
+  // another sleeper.
+  driver.give_up_standby();
+  return !driver.held_after_give_up();
 }
 
 void Parker::park_on_driver(Driver& driver) noexcept {

@@ -42,7 +42,9 @@ class Parker {
   // Yields up to kYieldsBeforeSleep times; true if a notification arrived
   // meanwhile (consumed).
   bool consumed_after_yields() noexcept;
-  // Returns what park() returns (true only after a standby's take-over).
+  // Returns what park() returns: true after a standby's take-over (from
+  // release()), or when a standby woken for work leaves the driver
+  // unattended (the caller hands it off).
   bool park_on_futex(Driver& driver, bool io) noexcept;
   void park_on_driver(Driver& driver) noexcept;
 
