@@ -4,11 +4,11 @@
  * implemented in
  *   include/volt/sync/semaphore.hpp   try_take (try_acquire), Acquire
  *   src/sync/semaphore.cpp            acquire_locked, release_unchecked
- *                                     (release), release_locked, cancel
+ *                                     (release), release_locked, cancel,
+ *                                     close (-DCLOSE), give_back_partial
  * and, under -DSEED / -DHAS_WAITERS, the seed's protocol
  * (seeds/semaphore-algorithm.txt, seeds/fast-waiter-slot.txt) as negative
- * controls. Not modelled: close() and the closed paths (kClosed, the
- * waiter's kClosedBit, give_back_partial), and the range check of release().
+ * controls. Not modelled: the range check of release(), kMaxPermits.
  *
  * State. permits = the count and queued = the kQueued bit: together the
  * word permits_ (count << 2 | kQueued | kClosed); every step that reads or
@@ -17,8 +17,12 @@
  * its state word (permits still needed; 0 = complete, published),
  * linked[i] = in the list, freed[i] = its Acquire returned (the waiter's
  * memory is gone). outcome[i]: HELD (returned with its permits) or
- * CANCELLED (gave back all it had been granted). mtx = the mutex (a lock:
- * atomic test-and-set).
+ * CANCELLED (gave back all it had been granted) or CLOSED (finished by
+ * close, or refused by a closed semaphore; gave back its partial grant).
+ * Under -DCLOSE: closed = the kClosed bit of the word (one atomic step with
+ * permits and queued, like them), cbit[i] = the kClosedBit of waiter i's
+ * state word (rem[i] keeps the rest), close_done = ghost: close() returned.
+ * mtx = the mutex (a lock: atomic test-and-set).
  *
  * Atomicity. One step = one atomic instruction of the code (load, store,
  * exchange, CAS, fetch_add) or one list operation under the mutex (only lock
@@ -32,94 +36,130 @@
  * the read that sends the loop elsewhere. SPIN interleaves sequentially
  * consistently: memory orders are not checked here.
  *
- * Model step -> code (fixed protocol, the default). Line numbers: cpp as of
- * commit d6ff79d ("Semaphore: a kQueued bit in the permits word"), hpp as
- * of 2e8104f (its re-await fix added lines, no protocol step); hpp =
- * include/volt/sync/semaphore.hpp, cpp = src/sync/semaphore.cpp.
- *   T1  try_take, hpp 275-285: load (276) and CAS loop (281-282) taking the
- *       count down; the bits are left alone. Called from Acquire::await_ready
+ * Model step -> code (fixed protocol, the default). Line numbers as of
+ * commit f42ae09 (the cancel's SpinWait); hpp = include/volt/sync/
+ * semaphore.hpp, cpp = src/sync/semaphore.cpp. The checked subset is the
+ * step-to-line mapping at the end of this comment
+ * (tests/model/check_lines.sh).
+ *   T1  try_take, hpp 275-285: load (276), the closed/count test (278:
+ *       closed or too few -> fail) and CAS loop (281-282) taking the count
+ *       down; the bits are left alone. Called from Acquire::await_ready
  *       (hpp 182) or, after a budget yield, from Acquire::ready_check
  *       (hpp 243); try_acquire (hpp 143) is the same step.
- *   A1  acquire_locked, cpp 182: lock mutex_ (std::lock_guard). Reached via
+ *   A1  acquire_locked, cpp 183: lock mutex_ (std::lock_guard). Reached via
  *       Acquire::register_waiter (hpp 220-235, call at 223) from
  *       await_suspend (hpp 200) or ready_check (hpp 247).
- *   A2  acquire_locked, cpp 186-205: the drain loop (load 186), one step per
- *       successful CAS taking min(count, still) (cpp 201-204).
- *   A2q acquire_locked, cpp 190-199: count 0 and permits still needed: the
- *       CAS that saw the zero sets kQueued (cpp 195-198), or the word already
- *       showed kQueued (cpp 195): one step, then break. (A failed CAS,
- *       cpp 199 continue, saw a lock-free credit: the model's guard then
+ *   A2c acquire_locked, cpp 190 and 207-211: the word shows kClosed: break,
+ *       return kClosed (register_waiter, hpp 230-232: the Acquire returns
+ *       errc::closed). kClosed changes only under the mutex (close, K2), so
+ *       it is seen at the first load (cpp 187) or never: the give-back of
+ *       cpp 209-210 is unreachable (the model asserts it drained nothing).
+ *   A2  acquire_locked, cpp 187-206: the drain loop (load 187), one step per
+ *       successful CAS taking min(count, still) (cpp 203-205).
+ *   A2q acquire_locked, cpp 192-200: count 0 and permits still needed: the
+ *       CAS that saw the zero sets kQueued (cpp 196-199), or the word already
+ *       showed kQueued (cpp 196): one step, then break. (A failed CAS,
+ *       cpp 200 continue, saw a lock-free credit: the model's guard then
  *       sends the loop back to A2. An older `current` showing kQueued is
  *       still exact: with the mutex held nobody clears the bit, and while
  *       it is set nobody adds to the count.)
- *   A3  acquire_locked, cpp 212: granted in full -> return kGranted (the
+ *   A3  acquire_locked, cpp 213: granted in full -> return kGranted (the
  *       lock_guard unlocks).
- *   A4  acquire_locked, cpp 216: still == 1 && waiters_.empty() &&
- *       fast_.load() == nullptr ? (the state store of cpp 213 is the model's
+ *   A4  acquire_locked, cpp 217: still == 1 && waiters_.empty() &&
+ *       fast_.load() == nullptr ? (the state store of cpp 214 is the model's
  *       rem[me], already equal to still and not yet published)
- *   A5  acquire_locked, cpp 218 fast_.store(w) | cpp 220 waiters_.push_back(w)
- *   A6  acquire_locked, cpp 222: return kQueued (the lock_guard unlocks);
+ *   A5  acquire_locked, cpp 219 fast_.store(w) | cpp 221 waiters_.push_back(w)
+ *       (the model asserts kClosed is clear: nobody queues after close)
+ *   A6  acquire_locked, cpp 223: return kQueued (the lock_guard unlocks);
  *       register_waiter sets queued_ (hpp 225) and the Acquire waits for
- *       waiter_.finished() (hpp 241, ready_check; hpp 73-76).
- *   acquire_blocking (cpp 283-307) runs the same steps: T1 (287), A1..A6
- *   (292), then waits for finished() (300); it never cancels.
- *   R0  release_unchecked, cpp 100-105 (Tier 0): load (100) and CAS loop
- *       (101-104) adding n to the count while kQueued is clear: one step,
- *       either the CAS that succeeds (kQueued clear: return, cpp 104) or the
+ *       waiter_.finished() (hpp 241, ready_check; hpp 73-76: state 0 or
+ *       kClosedBit).
+ *   W   the wait: finished() (hpp 74) sees 0 -> HELD (await_resume,
+ *       hpp 210), or sees kClosedBit -> W_closed: await_resume (hpp 206-208)
+ *       calls give_back_partial (cpp 257-261: load the state without the
+ *       bit, release_unchecked(requested - still): R0..) and returns
+ *       errc::closed; the model's outcome CLOSED.
+ *   acquire_blocking (cpp 286-310) runs the same steps: T1 (290), A1..A6
+ *   (295; kClosed at 298-299), then waits for finished() (303) and, closed,
+ *   gives back the partial grant (305-307); it never cancels.
+ *   R0  release_unchecked, cpp 101-106 (Tier 0): load (101) and CAS loop
+ *       (102-105) adding n to the count while kQueued is clear: one step,
+ *       either the CAS that succeeds (kQueued clear: return, cpp 105) or the
  *       read (load or failed CAS) that shows kQueued (leave the loop, on to
  *       R1). -DSPLIT_TIER0 splits it into a load of the bit and a separate
- *       fetch_add (negative control).
- *   R1  release_unchecked, cpp 112-114: w = fast_.exchange(nullptr) (the
+ *       fetch_add (negative control). kClosed does not matter here: after
+ *       close a release still credits (the count is what permits held
+ *       after close come back to).
+ *   R1  release_unchecked, cpp 113-115: w = fast_.exchange(nullptr) (the
  *       code loads first and skips the exchange when the slot is empty: the
  *       same as an exchange that finds it empty)
- *   R2  release_unchecked, cpp 119-120: remaining = w->state.load, waker
+ *   R2  release_unchecked, cpp 120-121: remaining = w->state.load, waker
  *       moved out
- *   R3  release_unchecked, cpp 123: w->state.store(0) (publish; w not
- *       touched after), wake (124); surplus (125-129) -> lock (127),
- *       release_locked (128)
+ *   R3  release_unchecked, cpp 124: w->state.store(0) (publish; w not
+ *       touched after), wake (125); surplus (126-130) -> lock (128),
+ *       release_locked (129)
  *   R4  partial (only under -DFAST_ANY: by default a slot waiter needs one
  *       permit, so this path is unreachable, asserted, and absent from the
- *       code, cpp 116-118): lock; R5 drain loop (one step per CAS) into
+ *       code, cpp 117-119): lock; R5 drain loop (one step per CAS) into
  *       `still`, which with the kQueued bit ends like A2q (sets the bit when
  *       it sees the count at 0 with permits still needed: the model's own
  *       completion of a path the code does not have); R6
  *       w->state.store(still) (0 = publish and unlock); R7 newer =
  *       fast_.exchange(w); R8 waiters_.push_front(newer); unlock
- *   R9  release_unchecked, cpp 131-133 (Tier 2): slot empty -> lock (132),
- *       release_locked (133)
- *   L1  release_locked, cpp 144-146: x = fast_.exchange(nullptr) (the code
+ *   R9  release_unchecked, cpp 132-134 (Tier 2): slot empty -> lock (133),
+ *       release_locked (134)
+ *   L1  release_locked, cpp 145-147: x = fast_.exchange(nullptr) (the code
  *       loads first and skips the exchange when empty: under the mutex
  *       nobody fills it)
- *   L2  release_locked, cpp 148: else x = waiters_.front(); none (cpp 149)
+ *   L2  release_locked, cpp 149: else x = waiters_.front(); none (cpp 150)
  *       -> L3
- *   L3  release_locked, cpp 155-157, nobody waits: load the word's kQueued
- *       bit (155), then fetch_add((n << 2) - queued) (156): one RMW that
+ *   L3  release_locked, cpp 156-158, nobody waits: load the word's kQueued
+ *       bit (156), then fetch_add((n << 2) - queued) (157): one RMW that
  *       credits the count and clears kQueued; break. Two steps; the model
- *       asserts the bit has not changed between them (cpp 151-153: only
+ *       asserts the bit has not changed between them (cpp 152-154: only
  *       mutex holders set or clear it).
- *   L4  release_locked, cpp 159: remaining = x->state.load
- *   L5  release_locked, cpp 160-164, partial: x->state.store(remaining - n)
- *       (163); break. L6 (-DFAST_ANY only; the code has no partial grant
+ *   L4  release_locked, cpp 160: remaining = x->state.load
+ *   L5  release_locked, cpp 161-165, partial: x->state.store(remaining - n)
+ *       (164); break. L6 (-DFAST_ANY only; the code has no partial grant
  *       from the slot, I3): if from fast, fast_.store(x); break
- *   L7  release_locked, cpp 166-168, full: waiters_.remove(x) if from the
- *       list (166), waker moved out (168); L8 x->state.store(0) (169);
- *       L9 wake list full (170-174): unlock, wake, lock (the model flushes
+ *   L7  release_locked, cpp 167-169: waiters_.remove(x) if from the list
+ *       (167), waker moved out (169); L8 x->state.store(0) (170);
+ *       L9 wake list full (171-175): unlock, wake, lock (the model flushes
  *       nondeterministically after any full grant)
- *   L10 release_locked, cpp 176-177: unlock, wake_all
- *   C1  cancel, cpp 228-236: fast_.CAS(w -> nullptr) (230-231); success:
- *       state.load (233), give back requested - state via
- *       release_unchecked (234: R0..)
- *   C2  cancel, cpp 237-250: lock (237), state load (238); state == 0 or
- *       linked (239) -> remove if linked (240), unlock (241), give back
- *       requested - state via release_unchecked (244); otherwise unlock
- *       (247), yield (250), back to C1
+ *   L10 release_locked, cpp 177-178: unlock, wake_all
+ *   C1  cancel, cpp 229-238: fast_.CAS(w -> nullptr) (232-233); success:
+ *       state.load (235), give back requested - state via
+ *       release_unchecked (236: R0..)
+ *   C2  cancel, cpp 239-253: lock (239), state load (240); state == 0, or
+ *       kClosedBit, or linked (241) -> remove if linked (242), unlock (243),
+ *       give back requested - (state without kClosedBit) via
+ *       release_unchecked (246); otherwise unlock (249), SpinWait::once
+ *       (253; include/volt/detail/spin_wait.hpp 34-41: a pause, or a yield
+ *       once 128 pauses are spent: no shared state, so the model's plain
+ *       retry covers both), back to C1
+ *   K1..K7 close (cpp 263-284), the Closer process (-DCLOSE):
+ *   K1  lock (265, std::unique_lock)
+ *   K2  permits_.fetch_or(kClosed) (266): the model's closed = true
+ *   K3  w = fast_.exchange(nullptr) (279); if one was there, K4 on it. A
+ *       waiter a releaser holds out of the slot (R1..R3) is not seen: the
+ *       releaser grants it in full (I3).
+ *   K4  finish (267-276): state load (268) and waker moved out (269), plain
+ *       accesses of a waiter close owns, folded into the store
+ *       w->state.store(still | kClosedBit) (270): the model's cbit[w]
+ *       (rem[w] keeps still); after it w is not touched
+ *   K5  waiters_.pop_front() (280), then K4 on it
+ *   K6  wake list full (271-275): unlock, wake, lock (the model flushes
+ *       nondeterministically after any K4, as L9)
+ *   K7  unlock (282), wake_all (283)
  *   The Acquire's destructor (hpp 162-164) calls cancel() when it was queued
  *   and not resumed; a cancel-capable acquirer (CANCEL mask) may do so at
- *   any point while it waits, including after it was granted in full. A
- *   releaser (Rel) is release() (cpp 82-92, the range check not modelled)
+ *   any point while it waits, including after it was granted in full or
+ *   finished as closed (then C2 gives back its partial grant). A
+ *   releaser (Rel) is release() (cpp 83-93, the range check not modelled)
  *   or SemaphorePermit::reset (hpp 304-308): both call release_unchecked.
  *   The kQueued bit is not cleared anywhere but L3 (it may stay set after
- *   the last waiter left by C1/C2 or was served: the next release clears it).
+ *   the last waiter left by C1/C2 or was served, or after close: the next
+ *   release clears it).
  *
  * The cooperative budget (commit 027886e): Acquire::await_ready (hpp
  * 166-187) checks coop_try_consume (178) before try_take (182); when the
@@ -151,6 +191,17 @@
  *  - No use-after-free: every access by a releaser (or by the list code) to
  *    waiter i asserts !freed[i]; when an Acquire returns, its waiter is in
  *    neither the fast slot nor the list.
+ *  - Close (-DCLOSE; a Closer process runs close() once, at any point):
+ *    after close no waiter sleeps forever (the liveness check above, now
+ *    without the demand bound: the configuration may supply fewer permits
+ *    than the acquirers need, and every waiter must still return); nobody
+ *    queues once kClosed is set (A5 asserts it); when close returns the
+ *    slot and the list are empty (K7 asserts it, and the monitor in every
+ *    later state); no releaser touches a waiter once close finished it
+ *    (every releaser access asserts !cbit); an acquire whose try_take
+ *    already saw kClosed never ends HELD (ghost late[i]); conservation at
+ *    the end includes CLOSED waiters' give-backs and releases after close
+ *    (no permit lost or duplicated: permits == INIT + released - held).
  *  - -DCHECK_FIFO: strict FIFO. Waiters get an arrival number when they
  *    queue (A5). Whenever permits are granted to a waiter (R1: the grant is
  *    decided at the exchange, the releaser owns the waiter from then on; R5;
@@ -182,6 +233,16 @@
  *     FIFO verifies. -DFAST_ANY restores the slot for any waiter (the
  *     partial put-back path, with its drain). With single-permit requests
  *     (Mutex) strict FIFO holds either way.
+ * Close (-DCLOSE): verified with partial grants (a list waiter served in
+ * part, then finished by close, gives its grant back: to the count, or, if
+ * close has not reached the rest yet (K6), to the waiters behind it),
+ * cancellation racing close (a finished-as-closed waiter cancelled before it
+ * resumed gives back through C2), a releaser holding the slot waiter across
+ * close (it completes HELD), Tier 0 credits after close, and strict FIFO.
+ * Negative controls: -DCLOSE_SKIP_FAST (close leaves the fast slot alone:
+ * its waiter sleeps forever when no release comes) and
+ * -DCLOSED_DROP_PARTIAL (a waiter finished by close returns without giving
+ * back its partial grant: conservation fails).
  * The kQueued bit (commit d6ff79d) makes the check "nobody queued" and the
  * lock-free credit one RMW on the word the acquirer's A2q also writes: a
  * credit either lands before A2q (which then fails its CAS and drains it)
@@ -224,14 +285,80 @@
  *                     no kQueued bit): release reads the flag and, if false,
  *                     fetch_adds without the mutex (a second step);
  *                     acquirers lock, drain, set the flag, push, unlock.
+ *   -DCLOSE           a Closer process: close() once (K1..K7).
+ *   -DCLOSE_SKIP_FAST with CLOSE, negative control: close skips K3 (the
+ *                     fast slot's waiter is not finished).
+ *   -DCLOSED_DROP_PARTIAL with CLOSE, negative control: a waiter finished
+ *                     as closed (W_closed) does not give back its grant.
  * Switches (configuration): ACQ (1..3) acquirers needing NEED1..NEED3;
- *   REL (1..3) releasers releasing RELN1..RELN3 once; INIT initial permits;
+ *   REL (0..3) releasers releasing RELN1..RELN3 once; INIT initial permits;
  *   -DCANCEL=mask: acquirer i may cancel while waiting if bit i-1 is set
  *   (-DCANCEL = acquirer 1); -DLATE_RELEASE=k: releasers start once k
  *   acquirers have queued or been granted (isolates orderings).
  * Switches (checks): -DCHECK_FIFO; -DNO_MONITOR (no I0/I1 monitor: a float
  *   then shows as a deadlock, or at the end); -DNO_LIVENESS (a blocked waiter is a
- *   valid end state: assertions only); -DNO_UAF_CHECK; -DNO_FLUSH (no L9).
+ *   valid end state: assertions only); -DNO_UAF_CHECK; -DNO_FLUSH (no L9,
+ *   no K6).
+ *
+ * Step-to-line mapping:
+ *   T1  include/volt/sync/semaphore.hpp:276  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   T1_closed  include/volt/sync/semaphore.hpp:278  if ((current & kClosed) || (current >> kCountShift) < n) return false;
+ *   T1_cas  include/volt/sync/semaphore.hpp:281  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
+ *   A1  src/sync/semaphore.cpp:183  std::lock_guard guard(mutex_);
+ *   A2_load  src/sync/semaphore.cpp:187  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   A2c  src/sync/semaphore.cpp:190  if (current & kClosed) break;
+ *   A2q  src/sync/semaphore.cpp:197  permits_.compare_exchange_weak(current, current | kQueued, std::memory_order_acquire,
+ *   A2  src/sync/semaphore.cpp:203  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
+ *   A2c_give  src/sync/semaphore.cpp:210  permits_.fetch_add((needed - still) << kCountShift, std::memory_order_release);
+ *   A2c_ret  src/sync/semaphore.cpp:211  return AcquireResult::kClosed;
+ *   A3  src/sync/semaphore.cpp:213  if (still == 0) return AcquireResult::kGranted;
+ *   A4  src/sync/semaphore.cpp:217  if (still == 1 && waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr) {
+ *   A5_fast  src/sync/semaphore.cpp:219  fast_.store(waiter, std::memory_order_release);
+ *   A5_list  src/sync/semaphore.cpp:221  waiters_.push_back(waiter);
+ *   A6  src/sync/semaphore.cpp:223  return AcquireResult::kQueued;
+ *   W  include/volt/sync/semaphore.hpp:74  const std::uint64_t s = state.load(std::memory_order_acquire);
+ *   W_closed  include/volt/sync/semaphore.hpp:206  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
+ *   W_giveback  include/volt/sync/semaphore.hpp:207  semaphore_.give_back_partial(&waiter_);
+ *   G_load  src/sync/semaphore.cpp:259  waiter->state.load(std::memory_order_acquire) & ~SemaphoreWaiter::kClosedBit;
+ *   G_release  src/sync/semaphore.cpp:260  release_unchecked(waiter->requested - still);
+ *   B_wait  src/sync/semaphore.cpp:303  while (!waiter.finished())
+ *   B_closed  src/sync/semaphore.cpp:305  if (waiter.state.load(std::memory_order_acquire) & SemaphoreWaiter::kClosedBit) {
+ *   R0_load  src/sync/semaphore.cpp:101  std::uint64_t current = permits_.load(std::memory_order_relaxed);
+ *   R0  src/sync/semaphore.cpp:103  if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
+ *   R1  src/sync/semaphore.cpp:115  : fast_.exchange(nullptr, std::memory_order_acq_rel);
+ *   R2  src/sync/semaphore.cpp:120  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
+ *   R3  src/sync/semaphore.cpp:124  waiter->state.store(0, std::memory_order_release);
+ *   R3_surplus  src/sync/semaphore.cpp:128  mutex_.lock();
+ *   R9  src/sync/semaphore.cpp:133  mutex_.lock();
+ *   L1  src/sync/semaphore.cpp:147  : fast_.exchange(nullptr, std::memory_order_acq_rel);
+ *   L2  src/sync/semaphore.cpp:149  if (!waiter) waiter = waiters_.front();
+ *   L3_load  src/sync/semaphore.cpp:156  const std::uint64_t queued = permits_.load(std::memory_order_relaxed) & kQueued;
+ *   L3  src/sync/semaphore.cpp:157  permits_.fetch_add((n << kCountShift) - queued, std::memory_order_release);
+ *   L4  src/sync/semaphore.cpp:160  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
+ *   L5  src/sync/semaphore.cpp:164  waiter->state.store(remaining - n, std::memory_order_relaxed);
+ *   L7  src/sync/semaphore.cpp:167  if (!from_fast) waiters_.remove(waiter);
+ *   L8  src/sync/semaphore.cpp:170  waiter->state.store(0, std::memory_order_release);
+ *   L9  src/sync/semaphore.cpp:172  mutex_.unlock();
+ *   L10  src/sync/semaphore.cpp:177  mutex_.unlock();
+ *   D  include/volt/sync/semaphore.hpp:163  if (queued_) semaphore_.cancel(&waiter_);
+ *   C1  src/sync/semaphore.cpp:232  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
+ *   C1_give  src/sync/semaphore.cpp:236  release_unchecked(requested - (still & ~SemaphoreWaiter::kClosedBit));
+ *   C2  src/sync/semaphore.cpp:239  mutex_.lock();
+ *   C2_load  src/sync/semaphore.cpp:240  const std::uint64_t s = waiter->state.load(std::memory_order_acquire);
+ *   C2_test  src/sync/semaphore.cpp:241  if (s == 0 || (s & SemaphoreWaiter::kClosedBit) || waiter->linked) {
+ *   C2_remove  src/sync/semaphore.cpp:242  if (waiter->linked) waiters_.remove(waiter);
+ *   C2_give  src/sync/semaphore.cpp:246  release_unchecked(requested - (s & ~SemaphoreWaiter::kClosedBit));
+ *   C2_retry  src/sync/semaphore.cpp:253  backoff.once();
+ *   C2_spin  include/volt/detail/spin_wait.hpp:37  SpinLock::pause();
+ *   C2_yield  include/volt/detail/spin_wait.hpp:39  std::this_thread::yield();
+ *   K1  src/sync/semaphore.cpp:265  std::unique_lock lock(mutex_);
+ *   K2  src/sync/semaphore.cpp:266  permits_.fetch_or(kClosed, std::memory_order_release);
+ *   K4_load  src/sync/semaphore.cpp:268  const std::uint64_t still = waiter->state.load(std::memory_order_relaxed);
+ *   K4  src/sync/semaphore.cpp:270  waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_release);
+ *   K6  src/sync/semaphore.cpp:272  lock.unlock();
+ *   K3  src/sync/semaphore.cpp:279  if (SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel)) finish(waiter);
+ *   K5  src/sync/semaphore.cpp:280  while (SemaphoreWaiter* waiter = waiters_.pop_front())
+ *   K7  src/sync/semaphore.cpp:282  lock.unlock();
  */
 
 #ifndef ACQ
@@ -277,12 +404,26 @@
 #if defined(SPLIT_TIER0) && !defined(QBIT)
 #error "SPLIT_TIER0 is a variant of the default protocol"
 #endif
+#if defined(CLOSE) && (!defined(QBIT) || defined(FAST_ANY))
+#error "CLOSE models the code's protocol (close has no partial put-back R4..R8)"
+#endif
+#if (defined(CLOSE_SKIP_FAST) || defined(CLOSED_DROP_PARTIAL)) && !defined(CLOSE)
+#error "CLOSE_SKIP_FAST and CLOSED_DROP_PARTIAL need CLOSE"
+#endif
+#ifdef CLOSE
+#define OPEN (!closed)
+#define NCLOSE 1
+#else
+#define OPEN true
+#define NCLOSE 0
+#endif
 
 #define NEED(i) ((i) == 1 -> NEED1 : ((i) == 2 -> NEED2 : NEED3))
 #define RELN(i) ((i) == 1 -> RELN1 : ((i) == 2 -> RELN2 : RELN3))
 
 #define HELD      1
 #define CANCELLED 2
+#define CLOSED    3
 
 byte permits = INIT;   /* the count: permits_ >> kCountShift */
 #ifdef QBIT
@@ -303,6 +444,12 @@ byte settled = 0;       /* ghost: acquirers queued or granted */
 byte sc = 0;            /* scratch for list shifts, always 0 between steps */
 #ifdef HAS_WAITERS
 bool has_waiters = false;
+#endif
+#ifdef CLOSE
+bool closed = false;    /* kClosed: the same word as permits and queued */
+bool cbit[ACQ + 1];     /* kClosedBit in waiter i's state (rem[i]: the rest) */
+bool late[ACQ + 1];     /* ghost: acquirer i's try_take saw kClosed */
+bool close_done = false; /* ghost: close() returned */
 #endif
 
 #ifdef CHECK_FIFO
@@ -327,6 +474,9 @@ byte seqctr = 0;
 
 #ifdef NO_UAF_CHECK
 #define touch(i) skip
+#elif defined(CLOSE)
+/* once close finished a waiter (cbit), only its owner touches it */
+#define touch(i) assert(!freed[i] && !cbit[i])
 #else
 #define touch(i) assert(!freed[i])
 #endif
@@ -591,28 +741,42 @@ proctype Acq(byte me) {
 
   /* T1 try_take */
   if
-  :: atomic { permits >= NEED(me) -> fifo_grant(0); permits = permits - NEED(me); rem[me] = 0; settled++ };
+  :: atomic { (OPEN && permits >= NEED(me)) -> fifo_grant(0); permits = permits - NEED(me); rem[me] = 0; settled++ };
      goto acquired
+#ifdef CLOSE
+  :: atomic { (closed || permits < NEED(me)) -> late[me] = closed }  /* T1_closed: fails */
+#else
   :: else -> skip
+#endif
   fi;
 
   /* acquire_locked (seed: acquireWaitDirect) */
   lock();                                                       /* A1 */
   do                                                            /* A2 */
-  :: atomic { (rem[me] > 0 && permits > 0) -> fifo_grant(0);
+  :: atomic { (OPEN && rem[me] > 0 && permits > 0) -> fifo_grant(0);
        if
        :: permits >= rem[me] -> permits = permits - rem[me]; rem[me] = 0
        :: else -> rem[me] = rem[me] - permits; permits = 0
        fi }
 #ifdef QBIT
-  :: atomic { (rem[me] > 0 && permits == 0) -> queued = true }; break  /* A2q */
+  :: atomic { (OPEN && rem[me] > 0 && permits == 0) -> queued = true }; break  /* A2q */
   :: rem[me] == 0 -> break
+#ifdef CLOSE
+  :: closed -> break                                            /* A2c */
+#endif
 #else
   :: (rem[me] == 0 || permits == 0) -> break
 #endif
   od;
   if
   :: rem[me] == 0 -> atomic { mtx = false; settled++ }; goto acquired  /* A3 */
+#ifdef CLOSE
+  :: closed ->
+       /* A2c: kClosed is only set under the mutex, so the first load saw
+        * it and nothing was drained (cpp 209-210 unreachable) */
+       atomic { assert(rem[me] == NEED(me)); mtx = false; settled++ };  /* A2c_ret */
+       n = 0; goto closed_out
+#endif
   :: else -> skip
   fi;
 #if defined(HAS_WAITERS)
@@ -633,6 +797,9 @@ proctype Acq(byte me) {
 #endif
   :: else -> atomic { fifo_reg(me); push_newest(me) }          /* A5 */
   fi;
+#ifdef CLOSE
+  assert(!closed);          /* nobody queues after close (mutex still held) */
+#endif
 #endif
   atomic { mtx = false; settled++; ok = false };                /* A6 */
 
@@ -641,9 +808,12 @@ proctype Acq(byte me) {
 end_wait:
 #endif
   if
-  :: rem[me] == 0 -> goto acquired
+  :: rem[me] == 0 -> goto acquired                              /* W */
+#ifdef CLOSE
+  :: cbit[me] -> goto closed_wait                               /* W_closed */
+#endif
 #ifdef CANCEL
-  :: ((CANCEL_MASK >> (me - 1)) & 1) -> goto cancel
+  :: ((CANCEL_MASK >> (me - 1)) & 1) -> goto cancel             /* D */
 #endif
   fi;
 
@@ -690,11 +860,18 @@ cancel:
      :: else -> skip
      fi;
      lock();                                                    /* C2 */
-     if
+     if                                                         /* C2_load, C2_test */
      :: rem[me] == 0 -> unlock(); n = NEED(me); break
+#ifdef CLOSE
+     :: rem[me] > 0 && cbit[me] -> n = NEED(me) - rem[me]; unlock(); break  /* finished by close */
+#endif
      :: rem[me] > 0 && linked[me] ->
           d_step { unlink_body(me); fifo_clear(me) }; n = NEED(me) - rem[me]; unlock(); break
-     :: rem[me] > 0 && !linked[me] -> unlock()                 /* held by a releaser: yield, retry */
+#ifdef CLOSE
+     :: rem[me] > 0 && !linked[me] && !cbit[me] -> unlock()    /* held by a releaser: C2_retry */
+#else
+     :: rem[me] > 0 && !linked[me] -> unlock()                 /* held by a releaser: C2_retry */
+#endif
      fi
   od;
 #endif
@@ -707,7 +884,27 @@ give_back:
   fi;
   goto finish;
 
+#ifdef CLOSE
+closed_wait:
+  /* await_resume / acquire_blocking: give_back_partial (G_load, G_release) */
+#ifdef CLOSED_DROP_PARTIAL
+  n = 0;                    /* negative control: the partial grant is dropped */
+#else
+  n = NEED(me) - rem[me];
+#endif
+closed_out:
+  outcome[me] = CLOSED;
+  if
+  :: n > 0 -> do_release()
+  :: else -> skip
+  fi;
+  goto finish;
+#endif
+
 acquired:
+#ifdef CLOSE
+  assert(!late[me]);        /* an acquire that saw kClosed never succeeds */
+#endif
   outcome[me] = HELD;
 finish:
   /* the Acquire returns: its waiter is freed */
@@ -726,6 +923,41 @@ proctype Rel(byte id) {
   n_done++
 }
 
+#ifdef CLOSE
+/* close(): K1..K7 */
+#ifdef NO_FLUSH
+#define close_flush skip
+#else
+#define close_flush if :: unlock(); lock() :: true -> skip fi   /* K6 */
+#endif
+proctype Closer() {
+  byte w;
+  lock();                                                       /* K1 */
+  closed = true;                                                /* K2 */
+#ifndef CLOSE_SKIP_FAST
+  atomic { w = fast; fast = 0; fifo_clear(w) };                 /* K3 */
+  if
+  :: w != 0 -> atomic { touch(w); cbit[w] = true; w = 0 };      /* K4 */
+       close_flush
+  :: else -> skip
+  fi;
+#endif
+  do
+  :: qlen > 0 ->
+       d_step { w = q[0]; unlink_body(w); fifo_clear(w) };      /* K5 */
+       atomic { touch(w); cbit[w] = true; w = 0 };              /* K4 */
+       close_flush
+  :: else -> break
+  od;
+#ifdef CLOSE_SKIP_FAST
+  atomic { assert(qlen == 0); mtx = false; close_done = true }; /* K7 */
+#else
+  atomic { assert(fast == 0 && qlen == 0); mtx = false; close_done = true };  /* K7 */
+#endif
+  n_done++
+}
+#endif
+
 #ifndef NO_MONITOR
 /* I1: whenever the mutex is free and no release is in progress, a queued
  * waiter implies an empty counter. */
@@ -735,6 +967,9 @@ end_monitor:
     ((!mtx && in_rel == 0 && (fast != 0 || qlen > 0) && permits > 0)
 #ifdef QBIT
      || ((fast != 0 || qlen > 0) && !queued)       /* I0 */
+#endif
+#ifdef CLOSE
+     || (close_done && (fast != 0 || qlen > 0))    /* nobody queued after close */
 #endif
     ) -> assert(false)
   }
@@ -755,13 +990,18 @@ init {
     :: i <= REL -> supply = supply + RELN(i); run Rel(i); i++
     :: else -> break
     od;
+#ifdef CLOSE
+    run Closer();           /* close finishes every waiter: no demand bound */
+    assert(ACQ <= 3 && REL <= 3);
+#else
     assert(ACQ <= 3 && REL <= 3 && supply >= demand);
+#endif
     i = 0
   };
 #ifdef NO_LIVENESS
 end_all:
 #endif
-  (n_done == ACQ + REL);
+  (n_done == ACQ + REL + NCLOSE);
   atomic {
     held = 0;
     i = 1;
