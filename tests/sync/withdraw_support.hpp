@@ -33,7 +33,11 @@ struct WaitProbe {
 };
 
 // The waiting task calls this first, and sets `waiting` just before its wait.
-inline void record_current_task(WaitProbe& probe) {
+// Out of line: called from coroutine bodies, and GCC 12 may keep a
+// thread_local's address across a suspension when the access is inlined
+// there (UBSan then sees a null ThreadContext in the next inlined
+// suspend_current, after the task resumed on another thread).
+[[gnu::noinline]] inline void record_current_task(WaitProbe& probe) {
   probe.task.store(volt::detail::tls_context.current_task, std::memory_order_release);
 }
 
