@@ -48,7 +48,9 @@ Task<void> wait_oneshot(WaitProbe* probe, oneshot::Receiver<int>* rx) {
 
 Task<void> abort_oneshot_wait() {
   WaitProbe probe;
-  auto [tx, rx] = oneshot::channel<int>();
+  auto channel = oneshot::channel<int>();  // no structured bindings: clang 14 cannot capture them
+  auto& tx = channel.first;
+  auto& rx = channel.second;
   co_await test::abort_waiter_and_check(wait_oneshot(&probe, &rx), probe, [&] {
     EXPECT_EQ(tx.send(5), std::nullopt);  // the receiver is alive
   });
@@ -69,7 +71,9 @@ Task<void> time_out_on_oneshot(WaitProbe* probe, oneshot::Receiver<int>* rx) {
 Task<void> oneshot_timed_out_wait() {
   using namespace std::chrono_literals;
   WaitProbe probe;
-  auto [tx, rx] = oneshot::channel<int>();
+  auto channel = oneshot::channel<int>();  // no structured bindings: clang 14 cannot capture them
+  auto& tx = channel.first;
+  auto& rx = channel.second;
   JoinHandle<void> handle = spawn(time_out_on_oneshot(&probe, &rx));
   // Not joined yet: the handle keeps the cell.
   EXPECT_TRUE(co_await test::yield_until([&] { return handle.is_finished(); }, 10s));
@@ -97,7 +101,9 @@ Task<void> wait_mpmc_recv(WaitProbe* probe, mpmc::Receiver<int>* rx) {
 
 Task<void> abort_mpmc_recv() {
   WaitProbe probe;
-  auto [tx, rx] = mpmc::channel<int>(1);
+  auto channel = mpmc::channel<int>(1);  // no structured bindings: clang 14 cannot capture them
+  auto& tx = channel.first;
+  auto& rx = channel.second;
   co_await test::abort_waiter_and_check(wait_mpmc_recv(&probe, &rx), probe,
                                         [&] { EXPECT_TRUE(tx.try_send(7)); });
   Expected<int> v = rx.try_recv();
@@ -117,7 +123,9 @@ Task<void> wait_mpmc_send(WaitProbe* probe, mpmc::Sender<int>* tx) {
 
 Task<void> abort_mpmc_send() {
   WaitProbe probe;
-  auto [tx, rx] = mpmc::channel<int>(1);
+  auto channel = mpmc::channel<int>(1);  // no structured bindings: clang 14 cannot capture them
+  auto& tx = channel.first;
+  auto& rx = channel.second;
   EXPECT_TRUE(tx.try_send(1));
   co_await test::abort_waiter_and_check(wait_mpmc_send(&probe, &tx), probe, [&] {
     Expected<int> v = rx.try_recv();
@@ -141,7 +149,10 @@ Task<void> wait_unbounded(WaitProbe* probe, mpsc::UnboundedReceiver<int>* rx) {
 
 Task<void> abort_unbounded_recv() {
   WaitProbe probe;
-  auto [tx, rx] = mpsc::unbounded_channel<int>();
+  auto channel =
+      mpsc::unbounded_channel<int>();  // no structured bindings: clang 14 cannot capture them
+  auto& tx = channel.first;
+  auto& rx = channel.second;
   co_await test::abort_waiter_and_check(wait_unbounded(&probe, &rx), probe,
                                         [&] { EXPECT_TRUE(tx.send(8)); });
   EXPECT_EQ(co_await rx.recv(), std::optional<int>(8));
@@ -162,7 +173,10 @@ Task<void> wait_broadcast(WaitProbe* probe, broadcast::Receiver<int>* rx) {
 
 Task<void> abort_broadcast_recv() {
   WaitProbe probe;
-  auto [tx, rx] = broadcast::channel<int>(4);
+  auto channel =
+      broadcast::channel<int>(4);  // no structured bindings: clang 14 cannot capture them
+  auto& tx = channel.first;
+  auto& rx = channel.second;
   co_await test::abort_waiter_and_check(wait_broadcast(&probe, &rx), probe,
                                         [&] { EXPECT_TRUE(tx.send(9)); });
   broadcast::RecvResult<int> r = co_await rx.recv();
@@ -184,7 +198,9 @@ Task<void> wait_watch(WaitProbe* probe, watch::Receiver<int>* rx) {
 
 Task<void> abort_watch_changed() {
   WaitProbe probe;
-  auto [tx, rx] = watch::channel<int>(0);
+  auto channel = watch::channel<int>(0);  // no structured bindings: clang 14 cannot capture them
+  auto& tx = channel.first;
+  auto& rx = channel.second;
   co_await test::abort_waiter_and_check(wait_watch(&probe, &rx), probe,
                                         [&] { EXPECT_TRUE(tx.send(10)); });
   EXPECT_TRUE(co_await rx.changed());

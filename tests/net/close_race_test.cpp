@@ -315,8 +315,9 @@ TEST_P(CloseRace, SocketDestroyedWhileAnOperationWaits) {
   Runtime rt = make_runtime(GetParam());
   const bool ct = GetParam().current_thread;
   rt.block_on([](bool ct) -> Task<void> {
-    auto listener = std::make_unique<TcpListener>(
-        std::move(*TcpListener::bind(SocketAddr(net::IpAddr::v4_loopback(), 0))));
+    auto bound = TcpListener::bind(SocketAddr(net::IpAddr::v4_loopback(), 0));
+    EXPECT_TRUE(bound);
+    auto listener = std::make_unique<TcpListener>(std::move(*bound));
     auto accept_task = spawn([](TcpListener* l) -> Task<std::error_code> {
       auto r = co_await l->accept();
       co_return r ? std::error_code() : r.error();
