@@ -180,11 +180,11 @@ bool Notify::register_waiter(Notified& notified, detail::Waker waker) noexcept {
     }
     waiter.waker = std::move(waker);
     ring_push_back(waiters_, &waiter);
-    notified.state_ = Notified::kWaiting;
+    notified.state_ = Notified::kRegistered;
     lock_.unlock();
     return true;
   }
-  // kWaiting: registered before (by enable(), or an earlier await that was
+  // kRegistered: registered before (by enable(), or an earlier await that was
   // interrupted). relaxed: notifications are stored under the lock we hold.
   if (waiter.notification.load(std::memory_order_relaxed) != NotifyKind::kNone) {
     lock_.unlock();

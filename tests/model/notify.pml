@@ -52,9 +52,9 @@
  *   R3  register_waiter: unlock (on each of its three exits).
  *   W   the wait: woken / notified_now (await_ready, the readiness check,
  *       await_resume): notif[me] != NONE -> done.
- *   Q1  (-DREPOLL=mask) a poll while registered: enable() kWaiting
+ *   Q1  (-DREPOLL=mask) a poll while registered: enable() kRegistered
  *       (notified_now lock-free = W, then register_waiter), or a spurious
- *       wake re-polling. register_waiter kWaiting path: lock + load,
+ *       wake re-polling. register_waiter kRegistered path: lock + load,
  *       notification set -> done, count changed -> ring_unlink (from
  *       whichever ring) and done, else keep waiting; unlock. Lock, one step,
  *       unlock.
@@ -109,7 +109,7 @@
  *   R3  src/sync/notify.cpp:177  lock_.unlock();
  *   R3  src/sync/notify.cpp:184  lock_.unlock();
  *   W   include/volt/sync/notify.hpp:263  return woken(&waiter_) && detail::coop_try_consume();
- *   W   include/volt/sync/notify.hpp:289  if (state_ == kWaiting) notified_now();
+ *   W   include/volt/sync/notify.hpp:289  if (state_ == kRegistered) notified_now();
  *   W   include/volt/sync/notify.hpp:312  if (waiter_.notification.load(std::memory_order_acquire) == detail::NotifyKind::kNone)
  *   W   include/volt/sync/notify.hpp:338  std::memory_order_acquire) != detail::NotifyKind::kNone;
  *   Q1  include/volt/sync/notify.hpp:239  if (notified_now()) return true;
@@ -118,7 +118,7 @@
  *   Q1  src/sync/notify.cpp:194  if (calls(current) != notified.created_calls_) {
  *   Q1  src/sync/notify.cpp:197  ring_unlink(&waiter);
  *   Q1  src/sync/notify.cpp:204  lock_.unlock();
- *   C1  include/volt/sync/notify.hpp:227  if (state_ == kWaiting) notify_->cancel(*this);
+ *   C1  include/volt/sync/notify.hpp:227  if (state_ == kRegistered) notify_->cancel(*this);
  *   C1  src/sync/notify.cpp:212  if (waiter.notification.load(std::memory_order_acquire) == NotifyKind::kAll) return;
  *   C2  src/sync/notify.cpp:215  lock_.lock();
  *   C2  src/sync/notify.cpp:217  const NotifyKind kind = waiter.notification.load(std::memory_order_relaxed);

@@ -115,7 +115,7 @@ class IpAddr {
   // means.
   constexpr IpAddr to_canonical() const noexcept {
     if (!v6_) return *this;
-    for (int i = 0; i < 10; ++i)
+    for (std::size_t i = 0; i < 10; ++i)
       if (bytes_[i] != 0) return *this;
     if (bytes_[10] != 0xff || bytes_[11] != 0xff) return *this;
     return v4(bytes_[12], bytes_[13], bytes_[14], bytes_[15]);

@@ -218,13 +218,13 @@ class [[nodiscard]] Notify::Notified {
   // Only before it is enabled or awaited (e.g. moved into a timeout).
   Notified(Notified&& other) noexcept
       : notify_(other.notify_), created_calls_(other.created_calls_), state_(other.state_) {
-    if (state_ == kWaiting) std::terminate();  // a registered waiter cannot move
+    if (state_ == kRegistered) std::terminate();  // a registered waiter cannot move
   }
   Notified(const Notified&) = delete;
   Notified& operator=(const Notified&) = delete;
   Notified& operator=(Notified&&) = delete;
   ~Notified() {
-    if (state_ == kWaiting) notify_->cancel(*this);
+    if (state_ == kRegistered) notify_->cancel(*this);
   }
 
   // Polls without waiting (see the header contract). True once complete.
@@ -235,7 +235,7 @@ class [[nodiscard]] Notify::Notified {
       case kInit:
         if (try_complete_lock_free()) return true;
         return !notify_->register_waiter(*this, detail::Waker());
-      case kWaiting:
+      case kRegistered:
         if (notified_now()) return true;
         // Not woken: under the lock, see whether a notify_waiters() in
         // progress covers it (Tokio's enable does the same).
@@ -257,8 +257,8 @@ class [[nodiscard]] Notify::Notified {
       }
       return try_complete_lock_free();
     }
-    if (state_ == kWaiting) {
-      // Still kWaiting until await_resume, so that a destruction before
+    if (state_ == kRegistered) {
+      // Still kRegistered until await_resume, so that a destruction before
       // then passes a notify_one's notification on (cancel()).
       return woken(&waiter_) && detail::coop_try_consume();
     }
@@ -270,7 +270,7 @@ class [[nodiscard]] Notify::Notified {
       detail::yield_current(self, &attempt_after_yield, this);
       return true;
     }
-    if (state_ == kWaiting && woken(&waiter_)) {
+    if (state_ == kRegistered && woken(&waiter_)) {
       detail::yield_current(self, &woken, &waiter_);  // notified; budget spent
       return true;
     }
@@ -286,7 +286,7 @@ class [[nodiscard]] Notify::Notified {
   void await_resume() noexcept {
     // Resumed from waiting: the readiness check (woken) passed, so a
     // notifier completed the waiter and unlinked it.
-    if (state_ == kWaiting) notified_now();
+    if (state_ == kRegistered) notified_now();
   }
 
  private:
@@ -295,9 +295,9 @@ class [[nodiscard]] Notify::Notified {
       : notify_(&notify), created_calls_(created_calls) {}
 
   enum State : std::uint8_t {
-    kInit,     // not registered
-    kWaiting,  // in a waiter ring (or completed there by a notifier, not yet seen)
-    kDone,     // complete; the notification is consumed
+    kInit,        // not registered
+    kRegistered,  // in a waiter ring (or completed there by a notifier, not yet seen)
+    kDone,        // complete; the notification is consumed
   };
 
   bool try_complete_lock_free() noexcept {
@@ -305,7 +305,7 @@ class [[nodiscard]] Notify::Notified {
     state_ = kDone;
     return true;
   }
-  // kWaiting: did a notifier complete us? acquire: pairs with the notifier's
+  // kRegistered: did a notifier complete us? acquire: pairs with the notifier's
   // release store of `notification` (its writes before the notify are
   // visible, and it has finished with the waiter).
   bool notified_now() noexcept {
@@ -323,7 +323,7 @@ class [[nodiscard]] Notify::Notified {
         if (n.try_complete_lock_free()) return true;
         return !n.notify_->register_waiter(
             n, detail::make_task_waker(detail::tls_context.current_task));
-      case kWaiting:
+      case kRegistered:
         return woken(&n.waiter_);
       case kDone:
         break;
