@@ -1,5 +1,5 @@
 // bench/alloc_counter.hpp: allocation counting and the measurement window
-// (the C++ counterpart of shared/bench/tokio/src/alloc.rs).
+// (the C++ counterpart of the Tokio side's alloc.rs).
 //
 // alloc_counter.cpp replaces every global operator new / new[] (plain,
 // nothrow, aligned, aligned + nothrow) and the matching operator delete

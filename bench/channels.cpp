@@ -1,5 +1,5 @@
 // bench/channels.cpp: Tier 2, the channels' non-waiting API on one thread
-// with no runtime; the same work as shared/bench/tokio/src/channels.rs
+// with no runtime; the same work as the Tokio side's channels.rs
 // (values are std::uint64_t; channels that outlive one op are built before
 // the timer starts).
 #include <cstdint>

@@ -1,5 +1,5 @@
 // bench/contended.cpp: Tier 3, async primitives under contention on a
-// multi-thread runtime; the same work as shared/bench/tokio/src/contended.rs.
+// multi-thread runtime; the same work as the Tokio side's contended.rs.
 #include <array>
 #include <atomic>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // bench/harness.hpp: what a tier's file needs to define its benchmarks (the
-// C++ counterpart of shared/bench/tokio/src/harness.rs).
+// C++ counterpart of the Tokio side's harness.rs).
 //
 // Each tier lives in its own file (scheduler.cpp, later sync_fast.cpp,
 // channels.cpp, ...) and defines one function returning its table of Bench

@@ -1,6 +1,6 @@
-// bench/main.cpp: volt's side of shared/BENCHMARKS.md. The command line, the
+// bench/main.cpp: volt's side of docs/benchmarks.md. The command line, the
 // iteration loop and the JSON-lines output (the C++ counterpart of
-// shared/bench/tokio/src/{main.rs,harness.rs}: same flags, same measurement
+// the Tokio side (main.rs, harness.rs): same flags, same measurement
 // rules, same output format).
 //
 // One JSON object per benchmark on stdout, in the specification's order;

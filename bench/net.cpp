@@ -1,5 +1,5 @@
 // bench/net.cpp: Tier 6, loopback networking; the same work as
-// shared/bench/tokio/src/net.rs.
+// the Tokio side's net.rs.
 //
 // The TCP benchmarks make their connections (bind, connect, accept, spawn the
 // echo handlers, TCP_NODELAY on both ends) before the timer starts; the

@@ -1,6 +1,6 @@
 // bench/scheduler.cpp: Tier 4, the scheduler (workloads after Tokio's own
 // rt_multi_threaded benchmarks; the same work as
-// shared/bench/tokio/src/scheduler.rs). Each iteration is timed whole, from
+// the Tokio side's scheduler.rs). Each iteration is timed whole, from
 // the first spawn to the completion signal or the last join.
 //
 // Where Tokio uses tokio::sync::Notify for a completion signal, volt has no

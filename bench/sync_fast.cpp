@@ -1,7 +1,7 @@
 // bench/sync_fast.cpp: Tier 1, the synchronisation fast paths (single
 // thread, no runtime, non-waiting API); the same work as
-// shared/bench/tokio/src/sync_fast.rs. Rows land as their primitives do:
-// mutex and semaphore so far, the others with the rest of issue 4.
+// the Tokio side's sync_fast.rs. Rows land as their primitives do:
+// mutex and semaphore first, the others as their primitives landed.
 #include <cstdint>
 #include <stdexcept>
 

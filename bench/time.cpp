@@ -1,5 +1,5 @@
 // bench/time.cpp: Tier 5, the timer (the same work as
-// shared/bench/tokio/src/timers.rs). Each iteration runs as a task on the
+// the Tokio side's timers.rs). Each iteration runs as a task on the
 // benchmark's multi-thread runtime and is timed whole, from the first op to
 // the last (sleep_many: from the first spawn to the last join).
 #include <array>

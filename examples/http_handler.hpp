@@ -1,5 +1,5 @@
 // examples/http_handler.hpp: the minimal HTTP/1.1 keep-alive server of the
-// http_plaintext workload (shared/BENCHMARKS.md, Tier 6), in one place for
+// http_plaintext workload (docs/benchmarks.md, Tier 6), in one place for
 // the three programs that serve it: examples/http_server.cpp,
 // examples/showcase.cpp and the benchmark (bench/net.cpp).
 //
@@ -9,7 +9,7 @@
 //   bool drained = co_await http_example::serve(*listener, stop, std::chrono::seconds(5));
 //
 // What it answers (byte for byte what the Tokio side of the benchmark
-// answers, shared/bench/tokio/src/net.rs):
+// answers, the Tokio side's net.rs):
 //  - `GET /` gets 200 "Hello, World!" (Content-Type and Content-Length only);
 //  - another GET path gets 404 (empty body);
 //  - another method gets 405 and the connection is closed (request bodies are

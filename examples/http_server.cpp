@@ -1,5 +1,5 @@
 // http_server: a minimal HTTP/1.1 keep-alive server (the http_plaintext
-// workload of shared/BENCHMARKS.md) with graceful shutdown.
+// workload of docs/benchmarks.md) with graceful shutdown.
 //
 //   ./build/release/examples/http_server [ADDRESS]     # default 127.0.0.1:8080
 //   curl http://127.0.0.1:8080/                         # Hello, World!

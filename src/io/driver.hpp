@@ -1,6 +1,6 @@
 // Driver: the epoll instance that the one idle worker blocks in.
 //
-// Beyond the seed (which parks every idle worker on a futex with a 10 ms
+// Beyond the reference (which parks every idle worker on a futex with a 10 ms
 // timeout and polls I/O from every worker with a try-lock), the first worker to
 // go idle acquires the driver and blocks in epoll_wait with the next timer
 // deadline as its timeout; the other idle workers park on their futex. Waking

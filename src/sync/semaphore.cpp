@@ -21,7 +21,7 @@
 //       credits the counter; and a waiter queues only under the mutex after
 //       draining the counter and setting kQueued in the CAS that saw it
 //       empty, so a lock-free credit (kQueued clear) is ordered before that
-//       CAS (which then sees it) or fails. The seed's has_waiters flag was a
+//       CAS (which then sees it) or fails. The reference's has_waiters flag was a
 //       separate word read before a separate fetch_add, which let a waiter
 //       queue in between (the model's HAS_WAITERS negative control).
 //   I2  fast_, when set, holds the oldest queued waiter, so serving it first
@@ -33,7 +33,7 @@
 //       that putting it back needs the mutex and a drain of the counter;
 //       with I3 that path does not exist.
 //
-// Where the seed's protocol (seeds/semaphore-algorithm.txt) loses a wake-up
+// Where the reference's protocol (the reference design's, docs/design.md) loses a wake-up
 // or a permit, and what this code does instead (the model's negative
 // controls reproduce each one):
 //   (a) release() swaps an empty fast slot; an acquirer then registers in the
@@ -46,15 +46,15 @@
 //       back and starves. Here no partial grant happens outside the mutex
 //       (I3).
 //   (c) a waiter cancelled while a releaser holds it out of the slot is in
-//       neither place; the seed's cancel "removes" it from the list and frees
+//       neither place; the reference's cancel "removes" it from the list and frees
 //       it while the releaser still writes to it. Here cancel() finds it
 //       neither linked nor finished under the mutex and waits (unlocks,
 //       yields, retries) for that releaser to publish its completion.
-//   (d) the seed's releaseToWaiters publishes a list waiter's completion
+//   (d) the reference's releaseToWaiters publishes a list waiter's completion
 //       before unlinking it and copying its waker: the waiter may be freed
 //       first. Here the waker is moved out and the waiter unlinked before
 //       the publishing store.
-//   FIFO: the seed registers a newcomer in an empty fast slot even when older
+//   FIFO: the reference registers a newcomer in an empty fast slot even when older
 //   waiters are in the list, and release() serves the slot first: the
 //   newcomer overtakes them. Here the slot is used only when the list is
 //   empty (I2).

@@ -6,8 +6,8 @@
  *   src/sync/semaphore.cpp            acquire_locked, release_unchecked
  *                                     (release), release_locked, cancel,
  *                                     close (-DCLOSE), give_back_partial
- * and, under -DSEED / -DHAS_WAITERS, the seed's protocol
- * (seeds/semaphore-algorithm.txt, seeds/fast-waiter-slot.txt) as negative
+ * and, under -DSEED / -DHAS_WAITERS, the reference's protocol
+ * (the reference design's semaphore and fast waiter slot, docs/design.md) as negative
  * controls. Not modelled: the range check of release(), kMaxPermits.
  *
  * State. permits = the count and queued = the kQueued bit: together the
@@ -247,7 +247,7 @@
  * lock-free credit one RMW on the word the acquirer's A2q also writes: a
  * credit either lands before A2q (which then fails its CAS and drains it)
  * or fails and goes to the waiters' tiers. -DSPLIT_TIER0 (the bit loaded,
- * then a separate fetch_add) is the seed's has_waiters race again: SPIN
+ * then a separate fetch_add) is the reference's has_waiters race again: SPIN
  * finds R0 load (clear); the acquirer drains, sets the bit, queues; R0
  * fetch_add: the permit floats past the waiter, which waits forever.
  *
@@ -264,7 +264,7 @@
  *   -DFAST_ANY        fast slot for any oldest waiter, however many permits
  *                     it still needs (the code before I3; the default keeps
  *                     the slot for waiters needing exactly one more).
- *   -DSEED            the seed (no kQueued bit, no Tier 0): acquireWaitDirect
+ *   -DSEED            the reference (no kQueued bit, no Tier 0): acquireWaitDirect
  *                     registers with CAS fast
  *                     0 -> w even when the list is not empty, else pushes
  *                     at the newest end; release serves the fast slot
@@ -277,11 +277,11 @@
  *                     complete -> return holding; list.remove(w); give back
  *                     requested - state).
  *   -DSEED_SAFE_LIST  with SEED: releaseToWaiters pops and copies the waker
- *                     before the store (isolates the other seed bugs).
+ *                     before the store (isolates the other reference bugs).
  *   -DSEED_REMOVE_CORRUPT with SEED: list.remove of a non-member clears the
  *                     list (std.DoublyLinkedList with null links); default:
  *                     remove of a non-member does nothing.
- *   -DHAS_WAITERS     the seed's earlier has_waiters hint (a separate flag,
+ *   -DHAS_WAITERS     the reference's earlier has_waiters hint (a separate flag,
  *                     no kQueued bit): release reads the flag and, if false,
  *                     fetch_adds without the mutex (a second step);
  *                     acquirers lock, drain, set the flag, push, unlock.
@@ -396,7 +396,7 @@
 #if defined(HAS_WAITERS) && defined(CANCEL)
 #error "HAS_WAITERS models no cancellation"
 #endif
-/* QBIT: the kQueued bit in the permits word (the code as it is); the seed's
+/* QBIT: the kQueued bit in the permits word (the code as it is); the reference's
  * protocols (SEED, HAS_WAITERS) have no such bit. */
 #if !defined(SEED) && !defined(HAS_WAITERS)
 #define QBIT
@@ -750,7 +750,7 @@ proctype Acq(byte me) {
 #endif
   fi;
 
-  /* acquire_locked (seed: acquireWaitDirect) */
+  /* acquire_locked (reference: acquireWaitDirect) */
   lock();                                                       /* A1 */
   do                                                            /* A2 */
   :: atomic { (OPEN && rem[me] > 0 && permits > 0) -> fifo_grant(0);

@@ -1,16 +1,55 @@
 #!/usr/bin/env bash
 # ctest driver: install this build of volt into a scratch prefix, then build
-# and run the consumer project against it, and again via add_subdirectory.
+# and run against it, as a user who has only the installed package would:
+#   1. the consumer project (tests/package) with find_package(volt 0.1);
+#   2. examples/, unchanged, as a stand-alone project (it must not need
+#      anything of volt's build tree);
+#   3. a one-file program compiled with pkg-config's flags, no CMake;
+# and 4. the consumer again with add_subdirectory of the source tree.
+# A shared build (BUILD_SHARED_LIBS) also checks the soname's symlinks.
 set -euo pipefail
 binary_dir="$1" source_dir="$2" scratch="$3"
 rm -rf "$scratch" && mkdir -p "$scratch"
-cmake --install "$binary_dir" --prefix "$scratch/prefix" >/dev/null
+prefix="$scratch/prefix"
+cmake --install "$binary_dir" --prefix "$prefix" >/dev/null
+libdir="$(dirname "$(find "$prefix" -name 'voltConfig.cmake' -print -quit)")/../.."
+compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$binary_dir/CMakeCache.txt")"
+
 cmake -S "$source_dir/tests/package" -B "$scratch/installed" -DVOLT_MODE=installed \
-  -DCMAKE_PREFIX_PATH="$scratch/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/installed" -j2 >/dev/null
-"$scratch/installed/volt_consumer"
+LD_LIBRARY_PATH="$libdir" "$scratch/installed/volt_consumer"
+
+cmake -S "$source_dir/examples" -B "$scratch/examples" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$scratch/examples" -j2 >/dev/null
+# echo_client's self-test needs a server: run the pair over loopback.
+LD_LIBRARY_PATH="$libdir" "$scratch/examples/echo_server" 127.0.0.1:0 >"$scratch/echo.out" 2>/dev/null &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+  [ -s "$scratch/echo.out" ] && break
+  sleep 0.05
+done
+address="$(head -n1 "$scratch/echo.out" | grep -o '[0-9.]*:[0-9]*$')"
+LD_LIBRARY_PATH="$libdir" "$scratch/examples/echo_client" "$address" --count 20 >/dev/null
+kill "$server"
+wait "$server" || true
+trap - EXIT
+
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+"$compiler" -std=c++20 "$source_dir/tests/package/main.cpp" -o "$scratch/pkg_config_consumer" \
+  $(pkg-config --cflags --libs volt)
+LD_LIBRARY_PATH="$libdir" "$scratch/pkg_config_consumer"
+if [ -n "$(find "$libdir" -name 'libvolt.so*' -print -quit)" ]; then
+  version="$(pkg-config --modversion volt)"
+  soname="$(objdump -p "$libdir/libvolt.so.$version" | awk '/SONAME/ {print $2}')"
+  [ "$soname" = "libvolt.so.${version%.*}" ] || { echo "unexpected soname $soname" >&2; exit 1; }
+  [ -L "$libdir/libvolt.so" ] && [ -L "$libdir/$soname" ]
+fi
+
 cmake -S "$source_dir/tests/package" -B "$scratch/subdirectory" -DVOLT_MODE=subdirectory \
-  -DVOLT_SOURCE_DIR="$source_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  -DVOLT_SOURCE_DIR="$source_dir" -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/subdirectory" -j2 >/dev/null
 "$scratch/subdirectory/volt_consumer"
-echo "volt consumed via find_package and add_subdirectory"
+echo "volt consumed via find_package (a program and the examples), pkg-config and add_subdirectory"

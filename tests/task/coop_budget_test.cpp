@@ -1,6 +1,6 @@
 // The cooperative budget (128 per poll): a task whose awaits keep completing
 // at once is still made to yield, so it cannot starve the tasks queued
-// behind it (ARCHITECTURE.md principle 5).
+// behind it (the cooperative budget, docs/design.md).
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,6 +1,6 @@
 // Integration tests of the timer driver's hand-offs and ordering (src/time/
 // time_driver.cpp, the driver hand-off in src/runtime/scheduler/worker.cpp
-// and multi_thread.cpp), from the second review of issue 3:
+// and multi_thread.cpp), from the second review of the timer driver:
 //  - more due timers than one firing batch (32) still fire in deadline order;
 //  - a timer registered while no worker holds the driver (the holder left it
 //    to run a long task, the idle workers sleep on their futex) still fires

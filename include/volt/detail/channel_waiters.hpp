@@ -28,7 +28,7 @@
 // of a different location on each side: with release stores and acquire
 // loads both loads may read the old values (the reordering x86 store buffers
 // and ARM both perform) and both sides miss each other, the lost wake-up the
-// seeds' Zig channel hit on ARM64. tests/model/channel.pml checks the
+// reference design's Zig channel hit on ARM64. tests/model/channel.pml checks the
 // protocol and rejects the acquire/release variant (RELAXED_DEKKER).
 //
 // `waiting_` is cleared only under lock_, and only when the fast slot and the

@@ -7,7 +7,7 @@
 //   }                                      // unlocked here
 //
 // Guarantees:
-//  - A Semaphore(1) holding the value (seeds/semaphore-algorithm.txt), so it
+//  - A Semaphore(1) holding the value (the reference design's, docs/design.md), so it
 //    inherits its properties: FIFO hand-off to waiters, no allocation to
 //    wait, a waiting lock() cancelled by destruction (abort, timeout, select)
 //    with nothing lost.

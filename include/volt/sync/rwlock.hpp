@@ -12,7 +12,7 @@
 //   }                                          // unlocked here
 //
 // Guarantees:
-//  - A Semaphore of kMaxReaders permits (seeds/semaphore-algorithm.txt): a
+//  - A Semaphore of kMaxReaders permits (the reference design's, docs/design.md): a
 //    reader takes one, a writer takes all of them. So it inherits the
 //    semaphore's properties: no allocation to wait, a waiting read() or
 //    write() cancelled by destruction (abort, timeout, select) with nothing

@@ -165,7 +165,7 @@ void MultiThreadScheduler::block_until_complete(TaskHeader* task) {
       }
     }
     if (!claimed) continue;
-    // Every worker is busy and work is queued: run it here (seed:
+    // Every worker is busy and work is queued: run it here (reference:
     // blockOnComplete) until the queue is empty or our task is done.
     tls_context.scheduler = this;
     while (!task->state.load().is_complete()) {

@@ -1,4 +1,4 @@
-// MultiThreadScheduler: the work-stealing scheduler (seed scheduler.txt),
+// MultiThreadScheduler: the work-stealing scheduler (the reference design, docs/design.md),
 // owner of the workers, the inject queue, the idle set, the owned-task list
 // and the driver. Worker-local policy lives in worker.hpp; this file routes
 // tasks to queues and runs start-up and shutdown.
@@ -19,7 +19,7 @@
 //      marked cancelled and its worker destroys it when the poll returns;
 //   4. release whatever is left in the inject queue.
 //
-// Threads blocked in block_on / JoinHandle::join (seed: blockOnComplete) wait
+// Threads blocked in block_on / JoinHandle::join (reference: blockOnComplete) wait
 // on their join waker and register as helpers. When work is pushed while no
 // worker sleeps or searches (every worker is busy), notify_parked() wakes one
 // helper, which runs inject-queue tasks until the queue is empty or its own

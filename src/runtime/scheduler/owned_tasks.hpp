@@ -1,7 +1,7 @@
 // OwnedTasks: every live task of one runtime, so that shutdown can cancel the
 // ones that no queue holds (waiting on something that will never happen).
 //
-// The seed's reference implementation has no such list and leaks every idle
+// The reference's reference implementation has no such list and leaks every idle
 // task at shutdown. Here each task is linked in at spawn (bind) and unlinked
 // when it completes (remove), each holding one reference while linked.
 //

@@ -1,4 +1,4 @@
-// StealQueue: a worker's bounded local run queue (seed: WorkStealQueue).
+// StealQueue: a worker's bounded local run queue (reference: WorkStealQueue).
 //
 // One owner thread pushes at the tail and pops at the head; any thread may
 // steal half of the queue into its own. Capacity is a power of two (256 in
@@ -19,7 +19,7 @@
 //      skips them.
 //   2. copy: the stealer copies those n slots into its own queue.
 //   3. release: CAS head {s, r'} -> {r', r'}, retried until it succeeds (the
-//      owner may keep popping and move r'). The seed abandons the steal when
+//      owner may keep popping and move r'). The reference abandons the steal when
 //      this CAS fails; that would leave `steal` behind forever and shrink the
 //      queue, so we retry: the stealer already owns its copy.
 // Overflow: when the owner finds the queue full and no steal in progress, it

@@ -14,8 +14,8 @@ std::uint64_t now_ns() noexcept {
                                         .count());
 }
 
-constexpr double kTargetLatencyNs = 1'000'000.0;  // seed: 1 ms between inject checks
-constexpr double kEwmaWeight = 0.1;               // seed: new = 0.1 * sample + 0.9 * old
+constexpr double kTargetLatencyNs = 1'000'000.0;  // reference: 1 ms between inject checks
+constexpr double kEwmaWeight = 0.1;               // reference: new = 0.1 * sample + 0.9 * old
 
 }  // namespace
 
@@ -23,7 +23,7 @@ Worker::Worker(MultiThreadScheduler& scheduler, std::uint32_t index)
     : scheduler_(scheduler), index_(index), rng_(0x9E3779B97F4A7C15ull * (index + 1)) {}
 
 std::uint32_t Worker::next_random() noexcept {
-  // xorshift64 (the seed's choice); only picks a first steal victim.
+  // xorshift64 (the reference's choice); only picks a first steal victim.
   rng_ ^= rng_ << 13;
   rng_ ^= rng_ >> 7;
   rng_ ^= rng_ << 17;

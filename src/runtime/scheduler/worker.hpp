@@ -2,7 +2,7 @@
 // touches (LIFO slot, tick, searching flag, adaptive interval), plus the two
 // parts other threads reach: its StealQueue (thieves) and its Parker (wakers).
 //
-// Finding work, in order (seed scheduler.txt, with Tokio's fairness check):
+// Finding work, in order (the reference design, docs/design.md, with Tokio's fairness check):
 //   0. every `global_interval` ticks, the inject queue first, so that a
 //      worker busy with its own tasks still serves remote spawns and wakes;
 //   1. the LIFO slot, at most kMaxLifoPolls times in a row, then its task is
@@ -30,13 +30,13 @@
 // without parking, its reply already in. Not without sockets: timers alone do
 // not need it, and a CPU-bound runtime would pay a system call each time a
 // worker runs dry.
-// Deviation from the seed: inject batches go into the local StealQueue rather
+// Deviation from the reference: inject batches go into the local StealQueue rather
 // than a separate 32-slot buffer, so tasks fetched in a batch stay stealable
 // by idle workers instead of waiting behind a busy one.
 //
 // Tunables: kMaxLifoPolls = 3 and the 128-poll maintenance period come from
-// the seed (and Tokio); the interval bounds 8..255 and 1 ms target come from
-// the seed's EWMA table.
+// the reference (and Tokio); the interval bounds 8..255 and 1 ms target come from
+// the reference's EWMA table.
 #pragma once
 
 #include <atomic>
@@ -113,7 +113,7 @@ class Worker {
   std::uint32_t lifo_polls_ = 0;
   std::uint32_t tick_ = 0;
   std::uint32_t polls_since_maintenance_ = 0;
-  std::uint32_t global_interval_ = 20;  // the seed's default (50 us tasks)
+  std::uint32_t global_interval_ = 20;  // the reference's default (50 us tasks)
   double avg_task_ns_ = 50'000.0;
   std::uint64_t batch_start_ns_ = 0;
   std::uint64_t rng_;
@@ -123,7 +123,7 @@ class Worker {
   // our local queue, not the LIFO slot, and wake nobody one by one; we run
   // them as soon as the driver returns, and wake one sibling if there is more
   // than one (Tokio's should_notify_others), where thieves can take them.
-  // Only this thread reads or writes it (the seed makes it atomic because its
+  // Only this thread reads or writes it (the reference makes it atomic because its
   // spawnFromWorker may target another worker; ours never does).
   bool in_driver_ = false;
 
