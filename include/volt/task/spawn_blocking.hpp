@@ -3,6 +3,8 @@
 //   auto h = volt::spawn_blocking([path] { return read_whole_file(path); });
 //   std::string text = co_await h;   // or h.join() from a plain thread
 //
+//   std::string text = co_await volt::spawn_blocking(read_whole_file, path);
+//
 // The function runs on the runtime's blocking pool, a set of threads apart
 // from the workers: made on demand up to Builder::max_blocking_threads
 // (default 512; beyond it, work waits in FIFO order), each leaving after
@@ -12,6 +14,17 @@
 //  - Returns a JoinHandle<R> (R = the function's result): awaitable from a
 //    task, join()-able from any other thread, including another blocking
 //    function. An exception thrown by the function is rethrown from it.
+//  - spawn_blocking(fn, args...) runs std::invoke(fn, std::move(args)...) on
+//    copies of fn and the arguments (decayed, as std::thread; pass std::ref
+//    for a reference), made before spawn_blocking returns.
+//  - g++ 12 (README, "Compiler issues"): never write a lambda with captures
+//    inside the co_await expression, as `co_await volt::spawn_blocking([s] {
+//    ... })`: GCC 12 destroys the captures twice (a double free). No
+//    signature of spawn_blocking can prevent it: the fault is in the awaiting
+//    coroutine's own code. Name the handle (as above) or the lambda first,
+//    or pass the values as arguments:
+//    `co_await volt::spawn_blocking(read_whole_file, path)`. Handle's and
+//    Runtime's spawn_blocking(fn) follow the same rule.
 //  - abort() cancels work that has not started (the handle then reports
 //    errc::cancelled); a function already running is never interrupted.
 //  - Inside the function, Handle::current() and volt::spawn() reach the
@@ -26,6 +39,7 @@
 //  - Costs one task cell and one frame (recycled) per call.
 #pragma once
 
+#include <functional>
 #include <type_traits>
 #include <utility>
 
@@ -33,10 +47,21 @@
 
 namespace volt {
 
-template <class F>
-JoinHandle<std::invoke_result_t<std::decay_t<F>&>> spawn_blocking(F&& fn) {
-  return detail::spawn_on(detail::current_blocking_scheduler(),
-                          detail::run_blocking(std::decay_t<F>(std::forward<F>(fn))));
+template <class F, class... Args>
+JoinHandle<std::invoke_result_t<std::decay_t<F>&, std::decay_t<Args>...>> spawn_blocking(
+    F&& fn, Args&&... args) {
+  if constexpr (sizeof...(Args) == 0) {
+    return detail::spawn_on(detail::current_blocking_scheduler(),
+                            detail::run_blocking(std::decay_t<F>(std::forward<F>(fn))));
+  } else {
+    // The closure is built here, in an ordinary function, where GCC 12
+    // constructs and destroys its captures correctly.
+    return detail::spawn_on(
+        detail::current_blocking_scheduler(),
+        detail::run_blocking([fn = std::decay_t<F>(std::forward<F>(fn)),
+                              ... args = std::decay_t<Args>(std::forward<Args>(args))]() mutable
+                             -> decltype(auto) { return std::invoke(fn, std::move(args)...); }));
+  }
 }
 
 }  // namespace volt
