@@ -1,5 +1,7 @@
 #include "volt/runtime/runtime.hpp"
 
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include "runtime/runtime_core.hpp"
@@ -29,6 +31,7 @@ RuntimeCore::RuntimeCore(RuntimeConfig config)
   pool.thread_name = config_.thread_name;
   pool.on_thread_start = config_.on_thread_start;
   pool.on_thread_stop = config_.on_thread_stop;
+  pool.on_unhandled_exception = config_.on_unhandled_exception;
   blocking_ = new BlockingPool(std::move(pool), this, driver_);
 }
 
@@ -44,6 +47,59 @@ void RuntimeCore::shutdown_blocking(std::chrono::steady_clock::time_point deadli
           : std::max(std::chrono::nanoseconds::zero(),
                      std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now));
   blocking_->shutdown(left);
+}
+
+namespace {
+// what() of the exception `e` holds, copied while the handler keeps the object
+// alive.
+std::string describe(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+}  // namespace
+
+void deliver_unhandled_exception(const UnhandledExceptionHook* hook, std::uint64_t task_id,
+                                 bool blocking, std::exception_ptr e) noexcept {
+  const char* kind = blocking ? "spawn_blocking task" : "task";
+  const auto id = static_cast<unsigned long long>(task_id);
+  if (!hook || !*hook) {
+    try {
+      std::string what = describe(e);
+      // One call: stdio locks the stream for it, so concurrent lines do not mix.
+      std::fprintf(stderr, "volt: unhandled exception in detached %s %llu: %s\n", kind, id,
+                   what.c_str());
+    } catch (...) {
+      std::fprintf(stderr, "volt: unhandled exception in detached %s %llu\n", kind, id);
+    }
+    return;
+  }
+  UnhandledException report{e, task_id, blocking};
+  try {
+    (*hook)(report);
+  } catch (...) {
+    std::exception_ptr thrown = std::current_exception();
+    try {
+      std::string hook_what = describe(thrown);
+      std::string what = describe(e);
+      std::fprintf(stderr,
+                   "volt: the on_unhandled_exception hook threw (%s) while reporting detached %s "
+                   "%llu: %s\n",
+                   hook_what.c_str(), kind, id, what.c_str());
+    } catch (...) {
+      std::fprintf(stderr,
+                   "volt: the on_unhandled_exception hook threw while reporting detached %s %llu\n",
+                   kind, id);
+    }
+  }
+}
+
+void Scheduler::unhandled_exception(TaskHeader* task, std::exception_ptr e) noexcept {
+  deliver_unhandled_exception(nullptr, task->id, false, std::move(e));
 }
 
 void RuntimeCore::fill_stats(RuntimeStats& s) const {
@@ -86,6 +142,9 @@ Runtime Runtime::Builder::build() const {
   config.blocking_keep_alive = keep_alive_;
   config.on_thread_start = on_thread_start_;
   config.on_thread_stop = on_thread_stop_;
+  if (on_unhandled_exception_)
+    config.on_unhandled_exception =
+        std::make_shared<const detail::UnhandledExceptionHook>(on_unhandled_exception_);
   std::shared_ptr<detail::RuntimeCore> core = current_thread_
                                                   ? detail::make_current_thread_core(config)
                                                   : detail::make_multi_thread_core(config);

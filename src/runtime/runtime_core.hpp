@@ -13,6 +13,7 @@
 
 #include "io/driver.hpp"
 #include "runtime/blocking/blocking_pool.hpp"
+#include "runtime/unhandled_exception.hpp"
 #include "volt/detail/task_header.hpp"
 #include "volt/runtime/stats.hpp"
 
@@ -27,6 +28,7 @@ struct RuntimeConfig {
   std::string thread_name;
   std::function<void()> on_thread_start;
   std::function<void()> on_thread_stop;
+  SharedUnhandledExceptionHook on_unhandled_exception;  // null: print to stderr
 };
 
 class RuntimeCore : public Scheduler, public std::enable_shared_from_this<RuntimeCore> {
@@ -51,6 +53,11 @@ class RuntimeCore : public Scheduler, public std::enable_shared_from_this<Runtim
   // kUnattended): make sure somebody will. The current-thread flavour's core
   // holder always returns to the driver, so the default does nothing.
   virtual void on_unattended_timer() noexcept {}
+  // Scheduler: the runtime's hook (Builder::on_unhandled_exception).
+  void unhandled_exception(TaskHeader* task, std::exception_ptr e) noexcept override {
+    deliver_unhandled_exception(config_.on_unhandled_exception.get(), task->id, false,
+                                std::move(e));
+  }
 
   const RuntimeConfig& config() const noexcept { return config_; }
   // The I/O driver, and through it the timers (driver().time()).

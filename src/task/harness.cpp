@@ -17,6 +17,7 @@
 #include <cassert>
 #include <utility>
 
+#include "runtime/unhandled_exception.hpp"
 #include "volt/detail/task_cell.hpp"
 #include "volt/detail/task_header.hpp"
 #include "volt/task/join_handle.hpp"
@@ -234,6 +235,17 @@ void join_handle_block(TaskHeader* task) {
   if (tls_context.scheduler)
     throw Error(errc::blocking_in_runtime, "JoinHandle::join called on a runtime thread");
   if (!task->state.load().is_complete()) task->scheduler->block_until_complete(task);
+}
+
+// ---- Unhandled exceptions ----
+
+void report_unhandled_exception(TaskHeader* task, std::exception_ptr e) noexcept {
+  // Every spawned cell has a scheduler (spawn_on); without one, print.
+  if (task->scheduler) {
+    task->scheduler->unhandled_exception(task, std::move(e));
+  } else {
+    deliver_unhandled_exception(nullptr, task->id, false, std::move(e));
+  }
 }
 
 }  // namespace volt::detail

@@ -64,39 +64,40 @@
  *                    output undropped (SPIN: the cell freed with both in it).
  *
  * Step-to-line mapping:
- *   T1  src/task/harness.cpp:51  if (task->scheduler->release(task)) ++refs;
- *   T2  src/task/harness.cpp:52  TaskState::Snapshot snapshot = task->state.transition_to_complete();
+ *   T1  src/task/harness.cpp:52  if (task->scheduler->release(task)) ++refs;
+ *   T2  src/task/harness.cpp:53  TaskState::Snapshot snapshot = task->state.transition_to_complete();
  *   T2  include/volt/detail/task_state.hpp:138  Word prev = word_.fetch_xor(kRunning | kComplete, std::memory_order_acq_rel);
- *   T3  src/task/harness.cpp:55  task->vtable->drop_output(task);
- *   T4  src/task/harness.cpp:57  task->join_waker.wake_by_ref();
- *   T5  src/task/harness.cpp:60  if (!task->state.unset_waker_after_complete().is_join_interested()) task->join_waker.reset();
+ *   T3  src/task/harness.cpp:56  task->vtable->drop_output(task);
+ *   T4  src/task/harness.cpp:58  task->join_waker.wake_by_ref();
+ *   T5  src/task/harness.cpp:61  if (!task->state.unset_waker_after_complete().is_join_interested()) task->join_waker.reset();
  *   T5  include/volt/detail/task_state.hpp:253  Word prev = word_.fetch_and(~kJoinWaker, std::memory_order_acq_rel);
- *   T7  src/task/harness.cpp:62  if (task->state.transition_to_terminal(refs)) task->vtable->dealloc(task);
+ *   T7  src/task/harness.cpp:63  if (task->state.transition_to_terminal(refs)) task->vtable->dealloc(task);
  *   T7  include/volt/detail/task_state.hpp:149  Word prev = word_.fetch_sub(count * kRefOne, std::memory_order_acq_rel);
- *   A1  include/volt/task/join_handle.hpp:112  return handle_.is_finished() && detail::coop_try_consume();
- *   A1  include/volt/task/join_handle.hpp:115  if (!handle_.task_->state.load().is_complete()) {
- *   R1  src/task/harness.cpp:207  TaskState::Snapshot snapshot = task->state.load();
- *   R2  src/task/harness.cpp:210  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
- *   R3  src/task/harness.cpp:212  task->join_waker = std::move(waker);  // drops any waker left from before
- *   R4  src/task/harness.cpp:213  if (task->state.set_join_waker()) return true;
+ *   A1  include/volt/task/join_handle.hpp:116  return handle_.is_finished() && detail::coop_try_consume();
+ *   A1  include/volt/task/join_handle.hpp:119  if (!handle_.task_->state.load().is_complete()) {
+ *   R1  src/task/harness.cpp:208  TaskState::Snapshot snapshot = task->state.load();
+ *   R2  src/task/harness.cpp:211  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
+ *   R3  src/task/harness.cpp:213  task->join_waker = std::move(waker);  // drops any waker left from before
+ *   R4  src/task/harness.cpp:214  if (task->state.set_join_waker()) return true;
  *   R4  include/volt/detail/task_state.hpp:231  if (cur & kComplete) return false;
- *   R5  src/task/harness.cpp:214  task->join_waker.reset();  // completed before we published: still ours
- *   W   include/volt/task/join_handle.hpp:136  return static_cast<detail::TaskHeader*>(task)->state.load().is_complete();
- *   D0  include/volt/task/join_handle.hpp:107  if (registered_) detail::join_handle_withdraw(handle_.task_);
- *   D1  src/task/harness.cpp:219  if (task->state.unset_join_waker()) {
+ *   R5  src/task/harness.cpp:215  task->join_waker.reset();  // completed before we published: still ours
+ *   W   include/volt/task/join_handle.hpp:140  return static_cast<detail::TaskHeader*>(task)->state.load().is_complete();
+ *   D0  include/volt/task/join_handle.hpp:111  if (registered_) detail::join_handle_withdraw(handle_.task_);
+ *   D1  src/task/harness.cpp:220  if (task->state.unset_join_waker()) {
  *   D1  include/volt/detail/task_state.hpp:242  if (cur & kComplete) return false;
- *   D2  src/task/harness.cpp:220  task->join_waker.reset();
- *   D3  src/task/harness.cpp:226  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
- *   O1  include/volt/task/join_handle.hpp:155  return output.get();
- *   F1  src/task/harness.cpp:199  if (task->state.drop_join_handle_fast()) return;
+ *   D2  src/task/harness.cpp:221  task->join_waker.reset();
+ *   D3  src/task/harness.cpp:227  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
+ *   O1  include/volt/task/join_handle.hpp:162  if (output.kind() == Kind::kException) std::rethrow_exception(output.take_exception());
+ *   O1  include/volt/task/join_handle.hpp:163  return output.get();
+ *   F1  src/task/harness.cpp:200  if (task->state.drop_join_handle_fast()) return;
  *   F1  include/volt/detail/task_state.hpp:290  if (cur & (kComplete | kJoinWaker)) return false;
  *   F1  include/volt/detail/task_state.hpp:291  next = (cur & ~kJoinInterest) - kRefOne;
- *   G1  src/task/harness.cpp:200  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
- *   G2  src/task/harness.cpp:201  if (dropped.drop_output) task->vtable->drop_output(task);
- *   G3  src/task/harness.cpp:202  if (dropped.drop_waker) task->join_waker.reset();
- *   G4  src/task/harness.cpp:203  task->drop_reference();
- *   G4  include/volt/detail/task_header.hpp:149  if (state.ref_dec()) vtable->dealloc(this);
- *   X   include/volt/detail/task_cell.hpp:63  frame_deallocate(cell, sizeof(TaskCell));
+ *   G1  src/task/harness.cpp:201  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
+ *   G2  src/task/harness.cpp:202  if (dropped.drop_output) task->vtable->drop_output(task);
+ *   G3  src/task/harness.cpp:203  if (dropped.drop_waker) task->join_waker.reset();
+ *   G4  src/task/harness.cpp:204  task->drop_reference();
+ *   G4  include/volt/detail/task_header.hpp:156  if (state.ref_dec()) vtable->dealloc(this);
+ *   X   include/volt/detail/task_cell.hpp:72  frame_deallocate(cell, sizeof(TaskCell));
  *   I   include/volt/detail/task_state.hpp:64  static constexpr Word kInitial = 3 * kRefOne | kNotified | kJoinInterest;
  */
 

@@ -91,6 +91,14 @@ class Result {
     other.reset();
   }
 
+  // Precondition: kind() == kException. Moves the exception out, leaving the
+  // slot empty.
+  std::exception_ptr take_exception() noexcept {
+    std::exception_ptr e = std::move(exception_);
+    reset();
+    return e;
+  }
+
   // Returns the value (moved out) or throws the stored exception / volt::Error.
   T get() {
     switch (kind_) {

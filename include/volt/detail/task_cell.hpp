@@ -54,7 +54,16 @@ struct TaskCell final : TaskHeader {
     }
     from(h)->output.set_error(make_error_code(reason));
   }
-  static void drop_output(TaskHeader* h) noexcept { from(h)->output.reset(); }
+  // Called when no JoinHandle will read the output (detached before or after
+  // completion). An exception there is one nobody can observe: report it.
+  static void drop_output(TaskHeader* h) noexcept {
+    Result<T>& output = from(h)->output;
+    if (output.kind() == Result<T>::Kind::kException) [[unlikely]] {
+      report_unhandled_exception(h, output.take_exception());
+      return;
+    }
+    output.reset();
+  }
   static void dealloc(TaskHeader* h) noexcept {
     TaskCell* cell = from(h);
     if (h->root) h->root.destroy();  // a task that never ran (shutdown before poll)

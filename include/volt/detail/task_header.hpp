@@ -23,6 +23,7 @@
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
+#include <exception>
 
 #include "volt/detail/task_state.hpp"
 #include "volt/detail/waker.hpp"
@@ -87,6 +88,12 @@ class Scheduler {
   // Blocks a thread outside the runtime until `task` completes.
   virtual void block_until_complete(TaskHeader* task) = 0;
   virtual bool is_shutting_down() const noexcept = 0;
+  // A task of this scheduler finished with exception `e` and no JoinHandle
+  // can rethrow it any more (Runtime::Builder::on_unhandled_exception). Runs
+  // on the thread that dropped the output: the completing poller, or the
+  // thread that dropped the handle. Must not throw. The default prints the
+  // line that a runtime without a hook prints (src/runtime/runtime.cpp).
+  virtual void unhandled_exception(TaskHeader* task, std::exception_ptr e) noexcept;
 
   // Lifetime. The scheduler is freed when the last of these references goes:
   // one for its owners together (the Runtime, Handles and worker threads share
@@ -180,6 +187,12 @@ void poll_task(TaskHeader* task) noexcept;
 // Claims-and-cancels path of runtime shutdown for a task taken off the owned
 // list (the caller hands over the list's reference).
 void shutdown_task(TaskHeader* task) noexcept;
+
+// Hands the exception of a task whose output nobody will read to its
+// scheduler's unhandled_exception (or prints it when the task has no
+// scheduler). Out of line and cold: only a dropped output holding an exception
+// gets here. Implemented in src/task/harness.cpp.
+[[gnu::cold]] void report_unhandled_exception(TaskHeader* task, std::exception_ptr e) noexcept;
 
 // The task being polled on this thread; throws Error(no_runtime) outside one.
 TaskHeader* current_task_or_throw();

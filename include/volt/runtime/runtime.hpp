@@ -24,6 +24,9 @@
 //    at most max_blocking_threads, idle ones leave after thread_keep_alive)
 //    and returns a JoinHandle for its result or exception; see
 //    volt/task/spawn_blocking.hpp.
+//  - An exception that escapes a spawned task (or spawn_blocking function)
+//    whose JoinHandle is dropped goes to Builder::on_unhandled_exception's
+//    hook, by default one line on stderr; see that method for the rule.
 //  - Destroying the runtime shuts it down: workers stop after their current
 //    poll, every task still alive (queued, waiting or never run) is cancelled
 //    and its frame destroyed, and join handles report errc::runtime_shutdown.
@@ -44,6 +47,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -90,6 +95,14 @@ JoinHandle<T> spawn_on(Scheduler* scheduler, Task<T>&& task) {
   return JoinHandle<T>(header);
 }
 }  // namespace detail
+
+// What Builder::on_unhandled_exception's hook receives: the exception of a
+// task that nobody can observe any more.
+struct UnhandledException {
+  std::exception_ptr exception;  // never null
+  std::uint64_t task_id = 0;     // the task's JoinHandle::id()
+  bool blocking = false;         // a spawn_blocking function (else a spawned task)
+};
 
 // A cloneable reference to a runtime, usable from any thread.
 class Handle {
@@ -168,6 +181,61 @@ class Runtime {
       start_paused_ = paused;
       return *this;
     }
+    // Called once for every exception that escapes a spawned task or a
+    // spawn_blocking function and that no JoinHandle can rethrow any more.
+    //
+    // The rule: the task finished with an exception, and its JoinHandle was
+    // destroyed (or assigned over) without the outcome being taken, whether
+    // before the task threw or after. An exception that `co_await handle` or
+    // `handle.join()` rethrows is the caller's and never reported; a handle
+    // that is alive is never reported, however long it lives. Aborted or
+    // shut-down tasks end with no exception (errc::cancelled /
+    // runtime_shutdown) and are not reported; abort() of a task that already
+    // threw changes nothing, so its exception is reported when the handle goes.
+    //
+    // Where the hook runs:
+    //  - handle dropped first, task throws later: on the thread that completes
+    //    the task (a worker, a thread running tasks inside block_on or join(),
+    //    or a blocking-pool thread), right after the task's frame is gone;
+    //  - task threw first, handle dropped later: synchronously on the thread
+    //    that destroys the handle, inside its destructor, which may be outside
+    //    the runtime and may be after the Runtime was destroyed (the hook is
+    //    kept alive for as long as any task cell of the runtime exists).
+    // So the hook (one copy per runtime, shared by all its threads) may run on
+    // several threads at once: it must be thread-safe.
+    // It should be short and must not block (it holds up that worker), and it
+    // must not wait for the runtime's shutdown. It may spawn tasks.
+    //
+    // If the hook throws, what it threw is caught and printed to stderr with
+    // the task's id and exception; the worker carries on.
+    //
+    // Default (no hook, or an empty one): one line on stderr per exception,
+    //   volt: unhandled exception in detached task 42: <what()>
+    // ("detached spawn_blocking task" for a blocking function, "unknown
+    // exception" when it does not derive from std::exception).
+    //
+    // Unlike Tokio's unhandled_panic, an exception a live JoinHandle will
+    // deliver is not reported. Costs nothing unless an exception is dropped.
+    //
+    // Example:
+    //
+    //   std::atomic<int> failures{0};
+    //   auto rt = volt::Runtime::Builder()
+    //                 .on_unhandled_exception([&failures](const volt::UnhandledException& u) {
+    //                   failures.fetch_add(1);
+    //                   try {
+    //                     std::rethrow_exception(u.exception);
+    //                   } catch (const std::exception& e) {
+    //                     log_error("task {} failed: {}", u.task_id, e.what());
+    //                   } catch (...) {
+    //                   }
+    //                 })
+    //                 .build();
+    //   (void)rt.spawn(might_throw());   // detached: a throw reaches the hook
+    Builder& on_unhandled_exception(std::function<void(const UnhandledException&)> hook) {
+      on_unhandled_exception_ = std::move(hook);
+      return *this;
+    }
 
     Runtime build() const;
 
@@ -182,6 +250,7 @@ class Runtime {
     std::size_t max_blocking_threads_ = 512;
     std::chrono::nanoseconds keep_alive_ = std::chrono::seconds(10);
     bool start_paused_ = false;
+    std::function<void(const UnhandledException&)> on_unhandled_exception_;
   };
 
   Runtime(Runtime&&) noexcept = default;

@@ -16,7 +16,10 @@
 //    suspension point (or before it first runs), running the destructors of
 //    whatever it awaits, and the handle then reports errc::cancelled. Aborting
 //    a finished task does nothing.
-//  - Destroying the handle detaches the task; it keeps running.
+//  - Destroying the handle detaches the task; it keeps running. An exception
+//    that escapes a detached task (before or after the handle was dropped)
+//    goes to the runtime's Builder::on_unhandled_exception hook, by default
+//    one line on stderr; an exception `co_await` / `join()` rethrows does not.
 //  - Every operation may be called from any thread; a handle itself is not
 //    synchronised (one owner at a time).
 //
@@ -27,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <utility>
 
 #include "volt/detail/task_cell.hpp"
@@ -152,6 +156,10 @@ class [[nodiscard]] JoinHandle {
       detail::TaskHeader* task;
       ~Release() { detail::join_handle_drop(task); }
     } release{task};
+    // An exception is consumed here (rethrown to the caller), so the release
+    // does not find it in the slot and report it as unhandled.
+    using Kind = typename detail::Result<T>::Kind;
+    if (output.kind() == Kind::kException) std::rethrow_exception(output.take_exception());
     return output.get();
   }
 

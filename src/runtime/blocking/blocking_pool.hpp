@@ -32,6 +32,7 @@
 #include <mutex>
 #include <string>
 
+#include "runtime/unhandled_exception.hpp"
 #include "volt/detail/task_header.hpp"
 
 namespace volt::detail {
@@ -42,6 +43,8 @@ struct BlockingPoolConfig {
   std::string thread_name;
   std::function<void()> on_thread_start;
   std::function<void()> on_thread_stop;
+  // The runtime's Builder::on_unhandled_exception hook (null: print).
+  SharedUnhandledExceptionHook on_unhandled_exception;
 };
 
 struct BlockingPoolStats {
@@ -69,6 +72,9 @@ class BlockingPool final : public Scheduler {
   void block_until_complete(TaskHeader* task) override;
   bool is_shutting_down() const noexcept override {
     return shutting_down_.load(std::memory_order_acquire);  // pairs with shutdown()
+  }
+  void unhandled_exception(TaskHeader* task, std::exception_ptr e) noexcept override {
+    deliver_unhandled_exception(config_.on_unhandled_exception.get(), task->id, true, std::move(e));
   }
 
   // Cancels queued work, then waits at most `timeout` for running work.
