@@ -42,13 +42,18 @@ volt::Task<bool> round_trip(const volt::net::TcpStream& stream, const std::strin
   co_return true;
 }
 
+std::optional<std::string> read_stdin_line() {
+  std::string line;
+  if (!std::getline(std::cin, line)) return std::nullopt;
+  return line;
+}
+
 // Reads one line of stdin on the blocking pool (a worker must never block).
+// A named function, not a lambda written inside the co_await statement (a
+// lambda with captures there is miscompiled by g++ 12: README, "Compiler
+// issues").
 volt::Task<std::optional<std::string>> stdin_line() {
-  co_return co_await volt::spawn_blocking([]() -> std::optional<std::string> {
-    std::string line;
-    if (!std::getline(std::cin, line)) return std::nullopt;
-    return line;
-  });
+  co_return co_await volt::spawn_blocking(read_stdin_line);
 }
 
 volt::Task<int> run(std::string address, std::optional<unsigned long> count) {

@@ -148,7 +148,11 @@ volt::Task<int> expensive_config(std::atomic<int>* runs) {
 }
 
 volt::Task<int> config_port(volt::OnceCell<int>* config, std::atomic<int>* runs) {
-  co_return co_await config->get_or_init([runs] { return expensive_config(runs); });
+  // The initialiser is named before the co_await statement: a lambda whose
+  // captures have destructors is miscompiled there by g++ 12 (README,
+  // "Compiler issues"; a pointer, as here, would be safe either way).
+  auto init = [runs] { return expensive_config(runs); };
+  co_return co_await config->get_or_init(init);
 }
 
 volt::Task<void> until_cancelled(volt::CancellationToken token, std::atomic<int>* stopped) {

@@ -3,8 +3,15 @@
 //
 //   auto [tx, rx] = volt::watch::channel<Config>(load_config());
 //   // sender                                  // each receiver (rx copied)
-//   tx.send(new_config);                       while (co_await rx.changed())
-//   tx.send_modify([](Config& c) { ... });       apply(*rx.borrow_and_update());
+//   tx.send(new_config);                       for (;;) {
+//   tx.send_modify([](Config& c) { ... });       volt::Expected<void> r = co_await rx.changed();
+//                                                if (!r) break;  // the sender is gone
+//                                                apply(*rx.borrow_and_update());
+//                                              }
+//
+// (The awaited value bound to a variable, not `while (co_await rx.changed())`:
+// g++ 12 miscompiles a co_await in a condition of a coroutine that declares
+// no variable; README, "Compiler issues".)
 //
 // Guarantees:
 //  - The channel holds the latest value only. Every send makes a new
