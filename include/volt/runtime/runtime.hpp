@@ -285,6 +285,13 @@ class Runtime {
 
 // Spawns on the runtime of the calling thread (inside a task, on a worker or
 // a blocking-pool thread). Throws volt::Error(errc::no_runtime) elsewhere.
+//
+// Lambdas: `co_await volt::spawn(f([s] { ... }))` is miscompiled by g++ 12
+// (the captures are destroyed twice; README, "Compiler issues"): name the
+// lambda before that statement. And never spawn a capturing coroutine lambda
+// called in place, `volt::spawn([s]() -> Task<int> { ... }())`: its body
+// reads s from the closure, which is gone at the end of the statement while
+// the task runs on (with any compiler); pass s as a parameter instead.
 template <class T>
 JoinHandle<T> spawn(Task<T> task) {
   detail::Scheduler* scheduler = detail::current_scheduler();
