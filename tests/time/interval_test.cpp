@@ -10,6 +10,7 @@
 //  - a tick wait that is timed out or aborted does not lose the tick.
 #include <atomic>
 #include <chrono>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -361,6 +362,31 @@ TEST(IntervalMissedTicksTest, TimedOutOrAbortedTickWaitsDoNotLoseTheTick) {
   EXPECT_EQ(r.after_abort, 100ms);
   EXPECT_EQ(r.after_abort_now, 100ms);
   EXPECT_EQ(r.active_after, 0u);
+}
+
+// ---- Tokio's paths: volt::time::{interval, interval_at, Interval, MissedTickBehavior} ----
+
+static_assert(std::is_same_v<volt::time::Interval, volt::Interval>);
+static_assert(std::is_same_v<volt::time::MissedTickBehavior, volt::MissedTickBehavior>);
+
+Task<std::vector<Duration>> ticks_by_tokio_paths() {
+  const Instant start = volt::time::now();
+  std::vector<Duration> at;
+  volt::time::Interval every = volt::time::interval(10ms);
+  every.set_missed_tick_behavior(volt::time::MissedTickBehavior::skip);
+  for (int i = 0; i < 2; ++i) {
+    const Instant t = co_await every.tick();
+    at.push_back(t - start);
+  }
+  volt::time::Interval later = volt::time::interval_at(start + 35ms, 10ms);
+  const Instant t = co_await later.tick();
+  at.push_back(t - start);
+  co_return at;
+}
+
+TEST(IntervalTokioPaths, TimeIntervalAndIntervalAtAreTheTopLevelFunctions) {
+  Runtime rt = paused_runtime();
+  EXPECT_EQ(rt.block_on(ticks_by_tokio_paths()), (std::vector<Duration>{0ms, 10ms, 35ms}));
 }
 
 }  // namespace

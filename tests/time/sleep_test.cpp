@@ -23,6 +23,7 @@
 #include <chrono>
 #include <coroutine>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -493,6 +494,26 @@ TEST(SleepOutsideRuntimeTest, SleepInsideBlockOnWorks) {
     EXPECT_EQ(rt.block_on(delayed_value(3ms, 11)), 11);
     EXPECT_GE(SteadyClock::now() - start, 3ms);
   }
+}
+
+// ---- Tokio's paths: volt::time::{sleep, sleep_until, Sleep, Instant, Duration} ----
+
+static_assert(std::is_same_v<volt::time::Sleep, volt::Sleep>);
+static_assert(std::is_same_v<volt::time::Instant, volt::Instant>);
+static_assert(std::is_same_v<volt::time::Duration, volt::Duration>);
+
+Task<volt::time::Duration> sleep_by_tokio_paths() {
+  const volt::time::Instant start = volt::time::now();
+  volt::time::Sleep first = volt::time::sleep(10ms);
+  co_await first;
+  co_await volt::time::sleep_until(start + 25ms);
+  co_return volt::time::now() - start;
+}
+
+TEST(SleepTokioPaths, TimeSleepAndSleepUntilAreTheTopLevelFunctions) {
+  Runtime rt = paused_runtime();
+  const volt::time::Duration slept = rt.block_on(sleep_by_tokio_paths());
+  EXPECT_EQ(slept, 25ms) << "paused clock: the deadlines exactly";
 }
 
 }  // namespace

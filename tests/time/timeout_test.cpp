@@ -21,7 +21,9 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -719,6 +721,26 @@ TEST_P(TimeoutAllocationTest, NoHeapAllocationAfterWarmUp) {
   EXPECT_EQ(r.cancel_allocs, 0u) << "registering and cancelling a timeout allocated";
   EXPECT_EQ(r.sleep_cancel_allocs, 0u) << "registering and cancelling a sleep allocated";
   EXPECT_EQ(r.fired_allocs, 0u) << "a timeout that fired allocated";
+}
+
+// ---- Tokio's paths: volt::time::{timeout, timeout_at, Timeout} ----
+
+static_assert(std::is_same_v<volt::time::Timeout<Sleep>, volt::Timeout<Sleep>>);
+
+Task<std::vector<std::error_code>> timeouts_by_tokio_paths() {
+  std::vector<std::error_code> codes;
+  Expected<void> late = co_await volt::time::timeout(5ms, volt::time::sleep(1s));
+  codes.push_back(late.error());
+  Expected<void> in_time =
+      co_await volt::time::timeout_at(volt::time::now() + 1s, volt::time::sleep(5ms));
+  codes.push_back(in_time.error());
+  co_return codes;
+}
+
+TEST(TimeoutTokioPaths, TimeTimeoutAndTimeoutAtAreTheTopLevelFunctions) {
+  Runtime rt = paused_runtime();
+  EXPECT_EQ(rt.block_on(timeouts_by_tokio_paths()),
+            (std::vector<std::error_code>{make_error_code(errc::timed_out), std::error_code()}));
 }
 
 }  // namespace

@@ -22,6 +22,12 @@
 //    start_paused(true) makes build() throw, and pause()/advance() throw,
 //    volt::Error(errc::invalid_argument). Outside a runtime they throw
 //    errc::no_runtime.
+//
+// Tokio's paths: volt::time::Instant and volt::time::Duration name
+// volt::Instant and volt::Duration; the time headers put sleep, sleep_until,
+// Sleep, timeout, timeout_at, Timeout, interval, interval_at, Interval and
+// MissedTickBehavior in volt::time too (using-declarations of the top-level
+// names, which stay).
 #pragma once
 
 #include <chrono>
@@ -34,6 +40,9 @@ using Instant = std::chrono::steady_clock::time_point;
 using Duration = std::chrono::nanoseconds;
 
 namespace time {
+
+using volt::Duration;
+using volt::Instant;
 
 // The calling thread's runtime clock; steady_clock::now() outside a runtime.
 Instant now() noexcept;

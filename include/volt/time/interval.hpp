@@ -1,6 +1,7 @@
 // volt/time/interval.hpp: ticks at a fixed period.
 //
 //   volt::Interval every = volt::interval(std::chrono::milliseconds(100));
+//   // or, Tokio's path to the same: volt::time::interval(100ms), volt::time::Interval
 //   for (;;) {
 //     volt::Instant at = co_await every.tick();   // the first tick is immediate
 //     ...
@@ -150,5 +151,13 @@ template <class Rep, class Period>
 Interval interval_at(Instant start, std::chrono::duration<Rep, Period> period) {
   return Interval(start, detail::saturate_ns(period));
 }
+
+// Tokio's paths (tokio::time::interval): the same declarations.
+namespace time {
+using volt::Interval;
+using volt::interval;
+using volt::interval_at;
+using volt::MissedTickBehavior;
+}  // namespace time
 
 }  // namespace volt

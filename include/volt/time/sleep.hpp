@@ -2,6 +2,7 @@
 //
 //   co_await volt::sleep(std::chrono::milliseconds(10));
 //   co_await volt::sleep_until(volt::time::now() + 1s);
+//   co_await volt::time::sleep(10ms);  // the same function, by Tokio's path
 //
 // Guarantees:
 //  - Completes at or after its deadline, never before; on an idle runtime
@@ -123,5 +124,12 @@ Sleep sleep(std::chrono::duration<Rep, Period> d) noexcept {
   if (ns <= Duration::zero()) return Sleep::ready(now);
   return Sleep(detail::saturating_add(now, ns));
 }
+
+// Tokio's paths (tokio::time::sleep): the same declarations.
+namespace time {
+using volt::Sleep;
+using volt::sleep;
+using volt::sleep_until;
+}  // namespace time
 
 }  // namespace volt

@@ -2,6 +2,10 @@
 //
 //   volt::Expected<int> r = co_await volt::timeout(100ms, handle);
 //   if (!r) { /* r.error() == volt::errc::timed_out; the wait was cancelled */ }
+//   // volt::time::timeout / timeout_at / Timeout: the same, Tokio's path.
+//   // An operand that returns an Expected gives Expected<Expected<U>>:
+//   volt::Expected<volt::SemaphorePermit> p =
+//       (co_await volt::time::timeout(10ms, sem.acquire())).flatten();  // outer error first
 //
 // `timeout(d, op)` / `timeout_at(deadline, op)` wrap anything awaitable (a
 // Task, a JoinHandle, a oneshot receiver, a Sleep, yield_now(), ...).
@@ -9,6 +13,9 @@
 // Guarantees:
 //  - Returns Expected<T> (T: what `co_await op` returns): the value if the
 //    operation completed first, errc::timed_out if the deadline came first.
+//    T may itself be an Expected (sem.acquire(), a TcpStream connect, ...):
+//    then `.flatten()` (volt/expected.hpp) gives one Expected, the timeout's
+//    error first, else the operation's result.
 //    An exception from the operation propagates out of the co_await.
 //  - The operation is tried first: one that is ready at once returns its value
 //    without reading the clock or registering a timer (0 allocations).
@@ -172,5 +179,12 @@ template <class Op>
 Timeout<Op> timeout_at(Instant deadline, Op&& op) {
   return Timeout<Op>(std::forward<Op>(op), deadline);
 }
+
+// Tokio's paths (tokio::time::timeout): the same declarations.
+namespace time {
+using volt::Timeout;
+using volt::timeout;
+using volt::timeout_at;
+}  // namespace time
 
 }  // namespace volt
