@@ -3,6 +3,7 @@
 
 #include "volt/channel/broadcast.hpp"
 #include "volt/channel/mpmc.hpp"
+#include "volt/channel/mpsc.hpp"
 #include "volt/channel/oneshot.hpp"
 #include "volt/channel/send_result.hpp"
 #include "volt/channel/unbounded.hpp"

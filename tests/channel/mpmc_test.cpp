@@ -14,12 +14,18 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "runtime/runtime_support.hpp"
+#include "volt/channel/broadcast.hpp"
 #include "volt/channel/mpmc.hpp"
+#include "volt/channel/mpsc.hpp"
+#include "volt/channel/oneshot.hpp"
+#include "volt/channel/watch.hpp"
 #include "volt/task/select.hpp"
 #include "volt/time/sleep.hpp"
 #include "volt/time/timeout.hpp"
@@ -743,6 +749,55 @@ TEST_P(MpmcTest, ManySendersOnASmallChannelLoseNothingAndKeepTheirOrder) {
     EXPECT_EQ(missing, 0u) << "capacity " << capacity;
     EXPECT_EQ(duplicated, 0u) << "capacity " << capacity;
   }
+}
+
+// ---- Tokio's names: mpsc::channel / Sender / Receiver (this channel), and
+// volt::sync::{mpsc, oneshot, broadcast, watch} ----
+
+static_assert(std::is_same_v<mpsc::Sender<int>, mpmc::Sender<int>>);
+static_assert(std::is_same_v<mpsc::Receiver<int>, mpmc::Receiver<int>>);
+static_assert(mpsc::kMaxCapacity == mpmc::kMaxCapacity);
+static_assert(std::is_same_v<decltype(mpsc::channel<int>(1)),
+                             std::pair<mpmc::Sender<int>, mpmc::Receiver<int>>>);
+static_assert(std::is_same_v<sync::mpsc::Sender<int>, mpmc::Sender<int>>);
+static_assert(std::is_same_v<sync::mpsc::UnboundedSender<int>, mpsc::UnboundedSender<int>>);
+static_assert(std::is_same_v<sync::oneshot::Sender<int>, oneshot::Sender<int>>);
+static_assert(std::is_same_v<sync::broadcast::Receiver<int>, broadcast::Receiver<int>>);
+static_assert(std::is_same_v<sync::watch::Receiver<int>, watch::Receiver<int>>);
+
+Task<int> produce_through_mpsc(mpsc::Sender<int> tx, int from) {
+  for (int i = from; i < from + 3; ++i) {
+    SendResult<int> sent = co_await tx.send(int{i});
+    EXPECT_TRUE(sent);
+  }
+  co_return 0;
+}
+
+Task<std::vector<int>> mpsc_round_trip() {
+  auto [tx, rx] = mpsc::channel<int>(2);  // bounded: the producers wait for room
+  JoinHandle<int> a = spawn(produce_through_mpsc(tx, 0));
+  JoinHandle<int> b = spawn(produce_through_mpsc(std::move(tx), 10));
+  std::vector<int> got;
+  for (;;) {
+    std::optional<int> v = co_await rx.recv();
+    if (!v) break;  // both senders gone, drained
+    got.push_back(*v);
+  }
+  co_await a;
+  co_await b;
+  std::sort(got.begin(), got.end());
+  co_return got;
+}
+
+TEST(MpscNames, BoundedChannelIsTheMpmcChannel) {
+  auto [tx, rx] = mpsc::channel<int>(1);
+  EXPECT_EQ(tx.capacity(), 1u);
+  EXPECT_TRUE(tx.try_send(1));
+  EXPECT_EQ(tx.try_send(2).error(), make_error_code(errc::full));
+  EXPECT_EQ(*rx.try_recv(), 1);
+  EXPECT_EQ(volt_error_of([] { (void)mpsc::channel<int>(0); }), code(errc::invalid_argument));
+  Runtime rt = make_runtime(kMultiThread2);
+  EXPECT_EQ(rt.block_on(mpsc_round_trip()), (std::vector<int>{0, 1, 2, 10, 11, 12}));
 }
 
 }  // namespace

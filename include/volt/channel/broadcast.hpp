@@ -879,3 +879,8 @@ std::pair<Sender<T>, Receiver<T>> channel(std::size_t capacity) {
 }
 
 }  // namespace volt::broadcast
+
+// Tokio's path (tokio::sync::broadcast).
+namespace volt::sync {
+namespace broadcast = volt::broadcast;
+}  // namespace volt::sync

@@ -278,3 +278,8 @@ std::pair<Sender<T>, Receiver<T>> channel() {
 }
 
 }  // namespace volt::oneshot
+
+// Tokio's path (tokio::sync::oneshot).
+namespace volt::sync {
+namespace oneshot = volt::oneshot;
+}  // namespace volt::sync

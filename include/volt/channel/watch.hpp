@@ -528,3 +528,8 @@ std::pair<Sender<T>, Receiver<T>> channel(T init) {
 }
 
 }  // namespace volt::watch
+
+// Tokio's path (tokio::sync::watch).
+namespace volt::sync {
+namespace watch = volt::watch;
+}  // namespace volt::sync
