@@ -8,11 +8,18 @@
 #include <chrono>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "runtime/runtime_support.hpp"
+#include "volt/sync/barrier.hpp"
+#include "volt/sync/cancellation_token.hpp"
+#include "volt/sync/mutex.hpp"
+#include "volt/sync/notify.hpp"
+#include "volt/sync/once_cell.hpp"
+#include "volt/sync/rwlock.hpp"
 #include "volt/sync/semaphore.hpp"
 #include "volt/time/sleep.hpp"
 #include "volt/time/timeout.hpp"
@@ -428,6 +435,49 @@ TEST(SemaphoreAllocation, ContendedWaitingWithPartialGrantsDoesNotAllocate) {
   Semaphore sem(3);
   EXPECT_EQ(rt.block_on(contended_allocations(&sem)), 0u);
   EXPECT_EQ(sem.available_permits(), 3u);
+}
+
+// ---- Tokio's paths: volt::sync::{Semaphore, SemaphorePermit, Mutex, RwLock,
+// Notify, Barrier, BarrierWaitResult, OnceCell, CancellationToken} ----
+
+static_assert(std::is_same_v<sync::Semaphore, Semaphore>);
+static_assert(std::is_same_v<sync::SemaphorePermit, SemaphorePermit>);
+static_assert(std::is_same_v<sync::Mutex<int>, Mutex<int>>);
+static_assert(std::is_same_v<sync::RwLock<int>, RwLock<int>>);
+static_assert(std::is_same_v<sync::Notify, Notify>);
+static_assert(std::is_same_v<sync::Barrier, Barrier>);
+static_assert(std::is_same_v<sync::BarrierWaitResult, BarrierWaitResult>);
+static_assert(std::is_same_v<sync::OnceCell<int>, OnceCell<int>>);
+static_assert(std::is_same_v<sync::CancellationToken, CancellationToken>);
+
+Task<int> use_sync_by_tokio_paths(sync::Semaphore* sem, sync::Mutex<int>* mutex,
+                                  sync::Notify* notify) {
+  Expected<sync::SemaphorePermit> permit = co_await sem->acquire();
+  EXPECT_TRUE(permit);
+  auto guard = co_await mutex->lock();
+  *guard += 1;
+  notify->notify_one();  // stores a permit: the wait below completes at once
+  co_await notify->notified();
+  sync::Barrier barrier(1);
+  sync::BarrierWaitResult r = co_await barrier.wait();
+  EXPECT_TRUE(r.is_leader());
+  co_return *guard;
+}
+
+TEST(SyncTokioPaths, TheSyncNamesAreTheTopLevelTypes) {
+  Runtime rt = make_runtime(kCurrentThread);
+  sync::Semaphore sem(1);
+  sync::Mutex<int> mutex(41);
+  sync::Notify notify;
+  EXPECT_EQ(rt.block_on(use_sync_by_tokio_paths(&sem, &mutex, &notify)), 42);
+  EXPECT_EQ(sem.available_permits(), 1u);
+  sync::RwLock<int> lock(1);
+  EXPECT_TRUE(lock.try_read());
+  sync::OnceCell<int> cell;
+  EXPECT_TRUE(cell.set(3));
+  sync::CancellationToken token;
+  token.cancel();
+  EXPECT_TRUE(token.is_cancelled());
 }
 
 }  // namespace

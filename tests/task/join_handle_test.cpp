@@ -29,6 +29,7 @@
 #include "volt/error.hpp"
 #include "volt/runtime/runtime.hpp"
 #include "volt/task/join_all.hpp"
+#include "volt/task/spawn_blocking.hpp"
 #include "volt/task/task.hpp"
 #include "volt/task/yield_now.hpp"
 
@@ -641,6 +642,34 @@ Task<int> join_all_vector_with_failure(std::atomic<int>* counter) {
 TEST_P(JoinHandleTest, JoinAllOfAVectorPropagatesAFailureAfterTheOthersComplete) {
   std::atomic<int> counter{0};
   EXPECT_EQ(rt_.block_on(join_all_vector_with_failure(&counter)), 420);
+}
+
+// ---- Tokio's paths: volt::task::{spawn, spawn_blocking, yield_now, JoinHandle}
+// and volt::runtime::{Runtime, Builder, Handle} ----
+
+static_assert(std::is_same_v<runtime::Runtime, Runtime>);
+static_assert(std::is_same_v<runtime::Builder, Runtime::Builder>);
+static_assert(std::is_same_v<runtime::Handle, Handle>);
+static_assert(std::is_same_v<task::JoinHandle<int>, JoinHandle<int>>);
+
+Task<int> seven() {
+  co_return 7;
+}
+
+Task<int> spawn_by_tokio_paths() {
+  task::JoinHandle<int> spawned = task::spawn(seven());
+  co_await task::yield_now();
+  task::JoinHandle<int> blocking = task::spawn_blocking([] { return 35; });
+  const int a = co_await spawned;
+  const int b = co_await blocking;
+  co_return a + b;
+}
+
+TEST(TaskTokioPaths, TaskAndRuntimeNamesAreTheTopLevelOnes) {
+  runtime::Runtime rt = runtime::Builder::multi_thread().worker_threads(2).build();
+  EXPECT_EQ(rt.block_on(spawn_by_tokio_paths()), 42);
+  runtime::Runtime current = runtime::Builder::current_thread().build();
+  EXPECT_EQ(current.block_on(spawn_by_tokio_paths()), 42);
 }
 
 }  // namespace

@@ -307,4 +307,15 @@ T Handle::block_on(Task<T> task) const {
   return spawn(std::move(task)).join();
 }
 
+// Tokio's paths: volt::runtime::{Runtime, Builder, Handle} (tokio::runtime)
+// and volt::task::spawn (tokio::task::spawn) name the declarations above.
+namespace runtime {
+using volt::Handle;
+using volt::Runtime;
+using Builder = volt::Runtime::Builder;
+}  // namespace runtime
+namespace task {
+using volt::spawn;
+}  // namespace task
+
 }  // namespace volt

@@ -215,4 +215,10 @@ class Barrier {
   detail::IntrusiveList<detail::BarrierWaiter> waiters_;  // guarded by lock_; front oldest
 };
 
+// Tokio's paths (tokio::sync::Barrier, tokio::sync::BarrierWaitResult).
+namespace sync {
+using volt::Barrier;
+using volt::BarrierWaitResult;
+}  // namespace sync
+
 }  // namespace volt

@@ -311,4 +311,9 @@ inline CancellationToken::DropGuard CancellationToken::drop_guard() const {
   return DropGuard(CancellationToken(*this).checked());
 }
 
+// The path of tokio_util's (tokio_util::sync::CancellationToken).
+namespace sync {
+using volt::CancellationToken;
+}  // namespace sync
+
 }  // namespace volt

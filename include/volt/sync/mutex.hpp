@@ -80,4 +80,9 @@ class Mutex {
   T value_;
 };
 
+// Tokio's path (tokio::sync::Mutex).
+namespace sync {
+using volt::Mutex;
+}  // namespace sync
+
 }  // namespace volt

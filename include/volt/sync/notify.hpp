@@ -358,4 +358,9 @@ inline Notify::Notified Notify::notified() noexcept {
   return Notified(*this, calls(state_.load(std::memory_order_acquire)));
 }
 
+// Tokio's path (tokio::sync::Notify).
+namespace sync {
+using volt::Notify;
+}  // namespace sync
+
 }  // namespace volt

@@ -329,4 +329,9 @@ class [[nodiscard]] OnceCell<T>::GetOrTryInit {
   Task<Expected<const T&>> slow_;
 };
 
+// Tokio's path (tokio::sync::OnceCell).
+namespace sync {
+using volt::OnceCell;
+}  // namespace sync
+
 }  // namespace volt

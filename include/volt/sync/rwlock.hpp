@@ -142,4 +142,9 @@ class RwLock {
   T value_;
 };
 
+// Tokio's path (tokio::sync::RwLock).
+namespace sync {
+using volt::RwLock;
+}  // namespace sync
+
 }  // namespace volt

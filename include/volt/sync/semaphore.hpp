@@ -307,4 +307,10 @@ inline void SemaphorePermit::reset() noexcept {
   permits_ = 0;
 }
 
+// Tokio's paths (tokio::sync::Semaphore, tokio::sync::SemaphorePermit).
+namespace sync {
+using volt::Semaphore;
+using volt::SemaphorePermit;
+}  // namespace sync
+
 }  // namespace volt

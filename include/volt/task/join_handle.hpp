@@ -170,4 +170,9 @@ class [[nodiscard]] JoinHandle {
   detail::TaskHeader* task_ = nullptr;
 };
 
+// Tokio's path (tokio::task::JoinHandle).
+namespace task {
+using volt::JoinHandle;
+}  // namespace task
+
 }  // namespace volt

@@ -64,4 +64,9 @@ JoinHandle<std::invoke_result_t<std::decay_t<F>&, std::decay_t<Args>...>> spawn_
   }
 }
 
+// Tokio's path (tokio::task::spawn_blocking).
+namespace task {
+using volt::spawn_blocking;
+}  // namespace task
+
 }  // namespace volt

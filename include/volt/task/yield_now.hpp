@@ -22,4 +22,9 @@ inline YieldNow yield_now() noexcept {
   return {};
 }
 
+// Tokio's path (tokio::task::yield_now).
+namespace task {
+using volt::yield_now;
+}  // namespace task
+
 }  // namespace volt
