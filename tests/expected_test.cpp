@@ -292,7 +292,8 @@ TEST(Expected, OrElseRecoversFromAnError) {
 
 TEST(Expected, OrElseMoveOnly) {
   Expected<Ptr> v = std::make_unique<int>(1);
-  Expected<Ptr> kept = std::move(v).or_else([](std::error_code) -> Expected<Ptr> { return nullptr; });
+  Expected<Ptr> kept =
+      std::move(v).or_else([](std::error_code) -> Expected<Ptr> { return nullptr; });
   EXPECT_EQ(**kept, 1);
   Expected<Ptr> made = Expected<Ptr>(errc::closed).or_else([](std::error_code) -> Expected<Ptr> {
     return std::make_unique<int>(2);
@@ -332,9 +333,9 @@ TEST(Expected, TransformErrorMapsTheCode) {
   Expected<int> v = 3;
   EXPECT_EQ(*v.transform_error(to_std), 3);
   // f may return an errc.
-  EXPECT_EQ(Expected<std::string>(errc::empty).transform_error([](std::error_code) {
-              return errc::closed;
-            }).error(),
+  EXPECT_EQ(Expected<std::string>(errc::empty)
+                .transform_error([](std::error_code) { return errc::closed; })
+                .error(),
             code(errc::closed));
   Expected<Ptr> p = std::make_unique<int>(8);
   EXPECT_EQ(**std::move(p).transform_error(to_std), 8);
