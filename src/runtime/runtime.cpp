@@ -173,9 +173,13 @@ void Runtime::shutdown_timeout(std::chrono::nanoseconds timeout) {
 Handle Handle::current() {
   detail::RuntimeCore* core = detail::RuntimeCore::current();
   if (!core) throw Error(errc::no_runtime, "Handle::current outside a runtime");
-  // A blocking-pool thread may outlive its Runtime (shutdown_timeout).
+  // A blocking-pool thread may outlive its Runtime (shutdown_timeout), and a
+  // worker that outlived the timeout may still hold the core: once shutdown
+  // began the answer is runtime_shutdown either way, not a Handle whose
+  // spawns would all be refused (or not, depending on which thread left last).
   std::shared_ptr<detail::RuntimeCore> shared = core->weak_from_this().lock();
-  if (!shared) throw Error(errc::runtime_shutdown, "Handle::current: the runtime is gone");
+  if (!shared || shared->is_shutting_down())
+    throw Error(errc::runtime_shutdown, "Handle::current: the runtime is shut down");
   return Handle(std::move(shared));
 }
 

@@ -216,8 +216,8 @@ TEST(TimerStressTest, BurstsLargerThanAFiringBatch) {
   const auto n_plain = static_cast<std::uint64_t>(rounds) * kPlain;
   const auto n_pairs = static_cast<std::uint64_t>(rounds) * kPairs;
   // timers_fired is added to at the end of a firing run, possibly after the
-  // woken tasks finished (on the other worker).
-  (void)wait_until([&] { return rt.stats().timers_fired - fired_before >= n_plain + n_pairs; }, 2s);
+  // woken tasks finished (on the other worker): let the last run end.
+  (void)wait_until([&] { return rt.stats().active_timers == 0; }, 2s);
   std::this_thread::sleep_for(10ms);
   const RuntimeStats s = rt.stats();
   const std::uint64_t fired = s.timers_fired - fired_before;
@@ -225,8 +225,9 @@ TEST(TimerStressTest, BurstsLargerThanAFiringBatch) {
   EXPECT_EQ(tally.pair_done.load(), n_pairs);
   EXPECT_EQ(tally.early.load(), 0u) << "a timer fired before its deadline";
   EXPECT_EQ(s.active_timers, 0u);
-  // Each plain sleep fired once; each pair fired its timeout, its sleep, or both.
-  EXPECT_GE(fired, n_plain + n_pairs);
+  // Each plain sleep fired at most once; each pair its timeout, its sleep, or
+  // both. No lower bound: a task first polled after its deadline (a loaded
+  // machine: CI saw 17,526 of 19,200) completes without registering a timer.
   EXPECT_LE(fired, n_plain + 2 * n_pairs);
 }
 
