@@ -142,6 +142,20 @@ TEST_P(CoroutineTemporariesTest, SpawnBlockingArgumentsInvokeAsStdInvoke) {
   EXPECT_EQ(rt_.block_on(blocking_argument_kinds()), 164u + 64u);
 }
 
+Task<std::size_t> handle_blocking_arguments() {
+  std::string text = long_text();
+  co_return co_await Handle::current().spawn_blocking(length_of, text);
+}
+
+TEST_P(CoroutineTemporariesTest, HandleAndRuntimeSpawnBlockingTakeArgumentsToo) {
+  EXPECT_EQ(rt_.block_on(handle_blocking_arguments()), 64u);
+  auto shared = std::make_shared<int>(5);
+  JoinHandle<int> h =
+      rt_.spawn_blocking([](std::shared_ptr<int> p, int k) { return *p + k; }, shared, 2);
+  EXPECT_EQ(h.join(), 7);
+  EXPECT_EQ(shared.use_count(), 1);
+}
+
 // ---- spawn(f(lambda)): the lambda named first ----
 
 Task<std::size_t> spawn_lambda_named(LifeCounters* counters) {

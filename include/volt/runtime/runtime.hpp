@@ -20,10 +20,10 @@
 //  - Builder::build() throws volt::Error(errc::invalid_argument) for zero
 //    worker threads, zero max_blocking_threads, a negative keep-alive, or
 //    start_paused on the multi-thread flavour.
-//  - spawn_blocking(fn) runs fn on the blocking pool (threads made on demand,
-//    at most max_blocking_threads, idle ones leave after thread_keep_alive)
-//    and returns a JoinHandle for its result or exception; see
-//    volt/task/spawn_blocking.hpp.
+//  - spawn_blocking(fn, args...) runs fn(args...) on the blocking pool
+//    (threads made on demand, at most max_blocking_threads, idle ones leave
+//    after thread_keep_alive) and returns a JoinHandle for its result or
+//    exception; see volt/task/spawn_blocking.hpp.
 //  - An exception that escapes a spawned task (or spawn_blocking function)
 //    whose JoinHandle is dropped goes to Builder::on_unhandled_exception's
 //    hook, by default one line on stderr; see that method for the rule.
@@ -85,6 +85,24 @@ Task<std::invoke_result_t<F&>> run_blocking(F fn) {
   }
 }
 
+// The task of spawn_blocking(fn, args...): fn and decayed copies of the
+// arguments, invoked as std::invoke(fn, std::move(args)...). The closure is
+// built here, in an ordinary function, where g++ 12 constructs and destroys
+// its captures correctly (not in the caller's co_await statement).
+template <class F, class... Args>
+Task<std::invoke_result_t<std::decay_t<F>&, std::decay_t<Args>...>> blocking_task(F&& fn,
+                                                                                  Args&&... args) {
+  if constexpr (sizeof...(Args) == 0) {
+    return run_blocking(std::decay_t<F>(std::forward<F>(fn)));
+  } else {
+    return run_blocking(
+        [fn = std::decay_t<F>(std::forward<F>(fn)),
+         ... args = std::decay_t<Args>(std::forward<Args>(args))]() mutable -> decltype(auto) {
+          return std::invoke(fn, std::move(args)...);
+        });
+  }
+}
+
 template <class T>
 JoinHandle<T> spawn_on(Scheduler* scheduler, Task<T>&& task) {
   if (!task) throw Error(errc::invalid_handle, "spawning an empty Task");
@@ -114,11 +132,14 @@ class Handle {
   JoinHandle<T> spawn(Task<T> task) const {
     return detail::spawn_on(detail::core_scheduler(*core_), std::move(task));
   }
-  // Runs `fn()` on the runtime's blocking pool.
-  template <class F>
-  JoinHandle<std::invoke_result_t<std::decay_t<F>&>> spawn_blocking(F&& fn) const {
-    return detail::spawn_on(detail::blocking_scheduler(*core_),
-                            detail::run_blocking(std::decay_t<F>(std::forward<F>(fn))));
+  // Runs `fn(args...)` on the runtime's blocking pool (see
+  // volt/task/spawn_blocking.hpp).
+  template <class F, class... Args>
+  JoinHandle<std::invoke_result_t<std::decay_t<F>&, std::decay_t<Args>...>> spawn_blocking(
+      F&& fn, Args&&... args) const {
+    return detail::spawn_on(
+        detail::blocking_scheduler(*core_),
+        detail::blocking_task(std::forward<F>(fn), std::forward<Args>(args)...));
   }
   template <class T>
   T block_on(Task<T> task) const;
@@ -267,9 +288,10 @@ class Runtime {
     return handle_.block_on(std::move(task));
   }
 
-  template <class F>
-  JoinHandle<std::invoke_result_t<std::decay_t<F>&>> spawn_blocking(F&& fn) {
-    return handle_.spawn_blocking(std::forward<F>(fn));
+  template <class F, class... Args>
+  JoinHandle<std::invoke_result_t<std::decay_t<F>&, std::decay_t<Args>...>> spawn_blocking(
+      F&& fn, Args&&... args) {
+    return handle_.spawn_blocking(std::forward<F>(fn), std::forward<Args>(args)...);
   }
   Handle handle() const { return handle_; }
   RuntimeStats stats() const { return handle_.stats(); }

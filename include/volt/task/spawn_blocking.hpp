@@ -24,7 +24,7 @@
 //    coroutine's own code. Name the handle (as above) or the lambda first,
 //    or pass the values as arguments:
 //    `co_await volt::spawn_blocking(read_whole_file, path)`. Handle's and
-//    Runtime's spawn_blocking(fn) follow the same rule.
+//    Runtime's spawn_blocking take the same arguments, under the same rule.
 //  - abort() cancels work that has not started (the handle then reports
 //    errc::cancelled); a function already running is never interrupted.
 //  - Inside the function, Handle::current() and volt::spawn() reach the
@@ -39,7 +39,6 @@
 //  - Costs one task cell and one frame (recycled) per call.
 #pragma once
 
-#include <functional>
 #include <type_traits>
 #include <utility>
 
@@ -50,18 +49,8 @@ namespace volt {
 template <class F, class... Args>
 JoinHandle<std::invoke_result_t<std::decay_t<F>&, std::decay_t<Args>...>> spawn_blocking(
     F&& fn, Args&&... args) {
-  if constexpr (sizeof...(Args) == 0) {
-    return detail::spawn_on(detail::current_blocking_scheduler(),
-                            detail::run_blocking(std::decay_t<F>(std::forward<F>(fn))));
-  } else {
-    // The closure is built here, in an ordinary function, where GCC 12
-    // constructs and destroys its captures correctly.
-    return detail::spawn_on(
-        detail::current_blocking_scheduler(),
-        detail::run_blocking([fn = std::decay_t<F>(std::forward<F>(fn)),
-                              ... args = std::decay_t<Args>(std::forward<Args>(args))]() mutable
-                             -> decltype(auto) { return std::invoke(fn, std::move(args)...); }));
-  }
+  return detail::spawn_on(detail::current_blocking_scheduler(),
+                          detail::blocking_task(std::forward<F>(fn), std::forward<Args>(args)...));
 }
 
 // Tokio's path (tokio::task::spawn_blocking).
