@@ -2,8 +2,9 @@
 // initialisation that runs exactly one initialiser at a time.
 //
 //   volt::OnceCell<Config> config;                       // empty
-//   const Config& c = co_await config.get_or_init(
-//       []() -> volt::Task<Config> { co_return co_await load_config(); });
+//   auto load = [path]() -> volt::Task<Config> { co_return co_await load_config(path); };
+//   const Config& c = co_await config.get_or_init(load);  // load named first (g++ 12:
+//                                                         // README, "Compiler issues")
 //   if (const Config* p = config.get()) { ... }          // never waits
 //   auto r = config.set(Config{});                       // never waits
 //   if (!r) { Config back = std::move(r).rejected(); }   // refused: handed back
