@@ -125,7 +125,9 @@ struct UnhandledException {
 // A cloneable reference to a runtime, usable from any thread.
 class Handle {
  public:
-  // The runtime of the calling thread; throws Error(errc::no_runtime) outside.
+  // The runtime of the calling thread; throws Error(errc::no_runtime) outside
+  // any, and Error(errc::runtime_shutdown) on a thread (a blocking-pool job)
+  // still running after its runtime's shutdown began.
   static Handle current();
 
   template <class T>
