@@ -86,8 +86,17 @@ void Driver::park(bool block) noexcept {
   ++tick_;
   turns_.store(tick_, std::memory_order_relaxed);  // see turns()
   for (int i = 0; i < n; ++i) {
-    auto* source = static_cast<IoSource*>(events[i].data.ptr);
-    if (source == nullptr) continue;  // an unpark(): its edge woke us
+    void* tag = events[i].data.ptr;
+    if (tag == nullptr) continue;  // an unpark(): its edge woke us
+    // A completion source is tagged with its low bit (IoSources and
+    // CompletionSources are both at least 2-aligned).
+    if (reinterpret_cast<std::uintptr_t>(tag) & 1) {
+      reinterpret_cast<CompletionSource*>(reinterpret_cast<std::uintptr_t>(tag) &
+                                          ~std::uintptr_t{1})
+          ->reap();
+      continue;
+    }
+    auto* source = static_cast<IoSource*>(tag);
     const std::uint32_t e = events[i].events;
     std::uint64_t bits = 0;
     if (e & (EPOLLIN | EPOLLPRI)) bits |= IoSource::kReadable;
@@ -113,6 +122,19 @@ std::error_code Driver::add(IoSource& source) noexcept {
   // relaxed: a count for has_io_sources(), which synchronises nothing.
   sources_.fetch_add(1, std::memory_order_relaxed);
   return {};
+}
+
+std::error_code Driver::watch_completions(int fd, CompletionSource* source) noexcept {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  ev.data.ptr = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(source) | 1);
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) < 0) return {errno, std::system_category()};
+  return {};
+}
+
+void Driver::unwatch_completions(int fd) noexcept {
+  epoll_event ev{};
+  [[maybe_unused]] int r = ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, &ev);
 }
 
 void Driver::remove(int fd) noexcept {

@@ -54,6 +54,18 @@ namespace volt::detail {
 
 class IoSource;
 
+// Something other than a socket whose descriptor becomes readable when it
+// has completions to deliver (the io_uring file engine's ring). The driver
+// calls reap() on the thread that holds it, after epoll reported the
+// descriptor, like a socket's readiness.
+class CompletionSource {
+ public:
+  virtual void reap() noexcept = 0;
+
+ protected:
+  ~CompletionSource() = default;
+};
+
 class Driver {
  public:
   explicit Driver(bool start_paused = false);
@@ -125,6 +137,18 @@ class Driver {
   // Whether any I/O source is registered (a heuristic for the parker: see
   // Parker::park). relaxed: a stale answer only costs some latency once.
   bool has_io_sources() const noexcept { return sources_.load(std::memory_order_relaxed) != 0; }
+  // Registers `fd` (edge-triggered, readable) so that a park that sees it
+  // readable calls source->reap(). For the file engine, once, before any
+  // operation; unwatch_completions before the source goes.
+  std::error_code watch_completions(int fd, CompletionSource* source) noexcept;
+  void unwatch_completions(int fd) noexcept;
+  // Operations in flight on a completion source count as registered I/O
+  // sources for has_io_sources(), so an unattended driver gets a standby
+  // while the kernel works for a task (see "An unattended driver").
+  void add_pending(std::int64_t delta) noexcept {
+    // relaxed: see add().
+    sources_.fetch_add(static_cast<std::uint64_t>(delta), std::memory_order_relaxed);
+  }
   // Any thread, after remove(). The source is freed at the next turn (an
   // event for it may be being dispatched right now by the holder).
   void retire(IoSource* source) noexcept;

@@ -4,6 +4,7 @@
 #include <string>
 #include <thread>
 
+#include "fs/engine.hpp"
 #include "runtime/runtime_core.hpp"
 
 namespace volt {
@@ -33,9 +34,11 @@ RuntimeCore::RuntimeCore(RuntimeConfig config)
   pool.on_thread_stop = config_.on_thread_stop;
   pool.on_unhandled_exception = config_.on_unhandled_exception;
   blocking_ = new BlockingPool(std::move(pool), this, driver_);
+  files_ = fs::detail::make_engine(driver_, *blocking_, config_.io_uring);
 }
 
 RuntimeCore::~RuntimeCore() {
+  delete files_;
   blocking_->release_reference();
 }
 
@@ -46,6 +49,9 @@ void RuntimeCore::shutdown_blocking(std::chrono::steady_clock::time_point deadli
           ? std::chrono::nanoseconds::max()
           : std::max(std::chrono::nanoseconds::zero(),
                      std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now));
+  // File operations in flight first: the io_uring engine's completions may
+  // hand work to the pool (the rest of a large read).
+  files_->shutdown(deadline);
   blocking_->shutdown(left);
 }
 
@@ -138,6 +144,7 @@ Runtime Runtime::Builder::build() const {
   config.worker_threads = static_cast<std::uint32_t>(current_thread_ ? 1 : workers);
   config.thread_name = thread_name_;
   config.start_paused = start_paused_;
+  config.io_uring = io_uring_;
   config.max_blocking_threads = static_cast<std::uint32_t>(max_blocking_threads_);
   config.blocking_keep_alive = keep_alive_;
   config.on_thread_start = on_thread_start_;
@@ -185,6 +192,10 @@ Handle Handle::current() {
 
 RuntimeStats Handle::stats() const {
   return core_->stats();
+}
+
+bool Handle::uses_io_uring() const noexcept {
+  return core_->files()->uses_io_uring();
 }
 
 }  // namespace volt

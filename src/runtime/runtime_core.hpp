@@ -17,6 +17,10 @@
 #include "volt/detail/task_header.hpp"
 #include "volt/runtime/stats.hpp"
 
+namespace volt::fs::detail {
+class FileEngine;
+}  // namespace volt::fs::detail
+
 namespace volt::detail {
 
 struct RuntimeConfig {
@@ -29,6 +33,7 @@ struct RuntimeConfig {
   std::function<void()> on_thread_start;
   std::function<void()> on_thread_stop;
   SharedUnhandledExceptionHook on_unhandled_exception;  // null: print to stderr
+  bool io_uring = true;  // Builder::io_uring (VOLT_IO_URING=0 also turns it off)
 };
 
 class RuntimeCore : public Scheduler, public std::enable_shared_from_this<RuntimeCore> {
@@ -63,6 +68,8 @@ class RuntimeCore : public Scheduler, public std::enable_shared_from_this<Runtim
   // The I/O driver, and through it the timers (driver().time()).
   Driver& driver() noexcept { return driver_; }
   BlockingPool& blocking() noexcept { return *blocking_; }
+  // The file engine (src/fs/engine.hpp): io_uring or the blocking pool.
+  fs::detail::FileEngine* files() noexcept { return files_; }
 
   // The runtime the calling thread runs tasks for or has entered (a
   // blocking-pool thread); nullptr elsewhere.
@@ -81,7 +88,8 @@ class RuntimeCore : public Scheduler, public std::enable_shared_from_this<Runtim
   Driver driver_;
 
  private:
-  BlockingPool* blocking_;  // holds the pool's owner reference
+  BlockingPool* blocking_;         // holds the pool's owner reference
+  fs::detail::FileEngine* files_;  // owned; uses the driver and the pool
 };
 
 std::shared_ptr<RuntimeCore> make_multi_thread_core(RuntimeConfig config);

@@ -147,6 +147,8 @@ class Handle {
   T block_on(Task<T> task) const;
 
   RuntimeStats stats() const;
+  // Whether file operations use io_uring (see Builder::io_uring).
+  bool uses_io_uring() const noexcept;
 
   explicit Handle(std::shared_ptr<detail::RuntimeCore> core) noexcept : core_(std::move(core)) {}
 
@@ -196,6 +198,16 @@ class Runtime {
     // (default 10 s).
     Builder& thread_keep_alive(std::chrono::nanoseconds d) {
       keep_alive_ = d;
+      return *this;
+    }
+    // Whether files may use io_uring (default true). With false, or with the
+    // environment variable VOLT_IO_URING=0, or when the kernel refuses
+    // io_uring (probed when the runtime starts: ENOSYS, EPERM from the
+    // kernel.io_uring_disabled sysctl or a seccomp filter, a missing
+    // opcode), file operations that cannot complete on the calling thread
+    // run on the blocking pool instead. Runtime::uses_io_uring() tells which.
+    Builder& io_uring(bool allow) {
+      io_uring_ = allow;
       return *this;
     }
     // Start with the clock paused (tests; current-thread flavour only). See
@@ -273,6 +285,7 @@ class Runtime {
     std::size_t max_blocking_threads_ = 512;
     std::chrono::nanoseconds keep_alive_ = std::chrono::seconds(10);
     bool start_paused_ = false;
+    bool io_uring_ = true;
     std::function<void(const UnhandledException&)> on_unhandled_exception_;
   };
 
@@ -297,6 +310,7 @@ class Runtime {
   }
   Handle handle() const { return handle_; }
   RuntimeStats stats() const { return handle_.stats(); }
+  bool uses_io_uring() const noexcept { return handle_.uses_io_uring(); }
 
   // Shuts down, waiting at most `timeout` for workers still inside a poll.
   // Idempotent; the runtime accepts no tasks afterwards.

@@ -1,0 +1,23 @@
+#include "fs/descriptor.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace volt::fs::detail {
+
+FileDescriptor* FileDescriptor::adopt(int fd) {
+  return new FileDescriptor(fd);
+}
+
+std::error_code FileDescriptor::release() noexcept {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return {};
+  std::error_code ec;
+  // Not retried on EINTR: Linux has released the descriptor whatever close
+  // returns, and a retry could close a number reused meanwhile.
+  if (::close(fd_) != 0 && errno != EINTR) ec = {errno, std::system_category()};
+  delete this;
+  return ec;
+}
+
+}  // namespace volt::fs::detail

@@ -1,0 +1,324 @@
+#include "fs/uring_engine.hpp"
+
+#if VOLT_HAVE_LIBURING
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "io/driver.hpp"
+#include "volt/detail/spin_lock.hpp"
+
+namespace volt::fs::detail {
+
+namespace {
+
+constexpr unsigned kRingEntries = 256;
+constexpr unsigned kDirectSlots = 64;
+
+// user_data: the op's address with the step of a chain in the low two bits
+// (FileOp is at least 8-aligned).
+std::uint64_t tag(FileOp* op, unsigned step) noexcept {
+  return reinterpret_cast<std::uint64_t>(op) | step;
+}
+FileOp* untag(std::uint64_t data, unsigned& step) noexcept {
+  step = static_cast<unsigned>(data & 3);
+  return reinterpret_cast<FileOp*>(data & ~std::uint64_t{3});
+}
+
+class UringEngine final : public FileEngine, public volt::detail::CompletionSource {
+ public:
+  UringEngine(volt::detail::Driver& driver, volt::detail::BlockingPool& pool, io_uring& ring,
+              bool direct_slots)
+      : driver_(driver), pool_(pool), ring_(ring) {
+    if (direct_slots) {
+      for (unsigned i = kDirectSlots; i-- > 0;)
+        free_slots_.push_back(static_cast<int>(i));
+    }
+  }
+
+  ~UringEngine() override {
+    driver_.unwatch_completions(ring_.ring_fd);
+    // After shutdown(): a request still in flight keeps its op (leaked on
+    // purpose, see the header); closing the ring cancels it in the kernel.
+    io_uring_queue_exit(&ring_);
+  }
+
+  bool start() noexcept { return !driver_.watch_completions(ring_.ring_fd, this); }
+
+  bool uses_io_uring() const noexcept override { return true; }
+
+  void submit(FileOp* op) noexcept override {
+    switch (op->kind) {
+      case OpKind::kFtruncate:  // opcodes only from Linux 6.9, or none
+      case OpKind::kFchmod:
+      case OpKind::kDup:
+        run_on_pool(pool_, op);
+        return;
+      default:
+        break;
+    }
+    op->retain();  // the engine's, until the op's last completion
+    // relaxed: a count (see in_flight_).
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    driver_.add_pending(1);
+    bool queued;
+    {
+      std::lock_guard guard(submit_mutex_);
+      queued = prepare(op);
+      if (queued) io_uring_submit(&ring_);
+    }
+    if (!queued) {
+      // No room in the submission queue or no free descriptor slot: the
+      // blocking pool does it (rare: 256 entries, 64 slots).
+      done_with(op, /*finished=*/false);
+      run_on_pool(pool_, op);
+      return;
+    }
+    reap();
+  }
+
+  void reap() noexcept override {
+    for (;;) {
+      if (!reap_lock_.try_lock()) return;  // the holder loops until empty
+      unsigned seen = 0;
+      io_uring_cqe* cqe;
+      unsigned head;
+      io_uring_for_each_cqe(&ring_, head, cqe) {
+        on_completion(cqe->user_data, cqe->res);
+        ++seen;
+      }
+      io_uring_cq_advance(&ring_, seen);
+      reap_lock_.unlock();
+      // A completion posted after the loop ended and before the unlock may
+      // have been skipped by a thread whose try_lock failed: look again.
+      if (io_uring_cq_ready(&ring_) == 0) return;
+    }
+  }
+
+  void shutdown(std::chrono::steady_clock::time_point deadline) noexcept override {
+    for (;;) {
+      reap();
+      if (in_flight_.load(std::memory_order_acquire) == 0) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return;  // the ops in flight are leaked (header)
+      const auto wait =
+          std::min<std::chrono::nanoseconds>(deadline - now, std::chrono::milliseconds(10));
+      __kernel_timespec ts{0, static_cast<long long>(wait.count())};
+      std::lock_guard guard(reap_lock_);
+      io_uring_cqe* cqe = nullptr;
+      (void)io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+    }
+  }
+
+ private:
+  io_uring_sqe* sqe() noexcept {
+    io_uring_sqe* s = io_uring_get_sqe(&ring_);
+    if (!s) {
+      io_uring_submit(&ring_);  // make room
+      s = io_uring_get_sqe(&ring_);
+    }
+    return s;
+  }
+
+  // Under submit_mutex_. False if there is no room (nothing was queued).
+  bool prepare(FileOp* op) noexcept {
+    const bool chain = op->kind == OpKind::kReadFile || op->kind == OpKind::kWriteFile;
+    if (chain && (free_slots_.empty() || io_uring_sq_space_left(&ring_) < 3)) {
+      io_uring_submit(&ring_);
+      if (free_slots_.empty() || io_uring_sq_space_left(&ring_) < 3) return false;
+    }
+    io_uring_sqe* s = sqe();
+    if (!s) return false;
+    switch (op->kind) {
+      case OpKind::kOpen:
+        io_uring_prep_openat(s, AT_FDCWD, op->path.c_str(), op->flags | O_CLOEXEC, op->mode);
+        break;
+      case OpKind::kRead:
+        op->buffer.resize(op->len);
+        io_uring_prep_read(s, op->file.fd(), op->buffer.data(), static_cast<unsigned>(op->len),
+                           static_cast<std::uint64_t>(op->offset));
+        break;
+      case OpKind::kWrite:
+        io_uring_prep_write(s, op->file.fd(), op->buffer.data(),
+                            static_cast<unsigned>(op->buffer.size()),
+                            static_cast<std::uint64_t>(op->offset));
+        break;
+      case OpKind::kFsync:
+        io_uring_prep_fsync(s, op->file.fd(), op->datasync ? IORING_FSYNC_DATASYNC : 0);
+        break;
+      case OpKind::kStatx:
+        io_uring_prep_statx(s, op->file ? op->file.fd() : AT_FDCWD, op->path.c_str(), op->flags,
+                            STATX_BASIC_STATS | STATX_BTIME, &op->stx);
+        break;
+      case OpKind::kReadFile:
+      case OpKind::kWriteFile: {
+        const int slot = free_slots_.back();
+        free_slots_.pop_back();
+        op->direct_slot = slot;
+        op->cqes_left = 3;
+        const bool read = op->kind == OpKind::kReadFile;
+        // Direct descriptors take no O_CLOEXEC (EINVAL): they are not in the
+        // process's table at all.
+        io_uring_prep_openat_direct(s, AT_FDCWD, op->path.c_str(), read ? O_RDONLY : op->flags,
+                                    op->mode, static_cast<unsigned>(slot));
+        s->flags |= IOSQE_IO_LINK;
+        s->user_data = tag(op, 0);
+        io_uring_sqe* rw = io_uring_get_sqe(&ring_);
+        if (read) {
+          op->buffer.resize(kChainReadSize);
+          io_uring_prep_read(rw, slot, op->buffer.data(), kChainReadSize, 0);
+        } else {
+          io_uring_prep_write(rw, slot, op->buffer.data(), static_cast<unsigned>(op->buffer.size()),
+                              static_cast<std::uint64_t>(-1));
+        }
+        // Hard link: the close runs even if the read or write "fails" (a
+        // short read counts as a failure for a plain link).
+        rw->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
+        rw->user_data = tag(op, 1);
+        io_uring_sqe* close = io_uring_get_sqe(&ring_);
+        io_uring_prep_close_direct(close, static_cast<unsigned>(slot));
+        close->user_data = tag(op, 2);
+        return true;
+      }
+      default:
+        return false;
+    }
+    op->cqes_left = 1;
+    s->user_data = tag(op, 0);
+    return true;
+  }
+
+  // Under reap_lock_.
+  void on_completion(std::uint64_t data, int res) noexcept {
+    unsigned step;
+    FileOp* op = untag(data, step);
+    switch (op->kind) {
+      case OpKind::kOpen:
+        if (res >= 0) {
+          op->opened_fd = res;
+          op->res = 0;
+        } else {
+          op->res = res;
+        }
+        break;
+      case OpKind::kRead:
+      case OpKind::kWrite:
+      case OpKind::kFsync:
+      case OpKind::kStatx:
+        op->res = res;
+        break;
+      case OpKind::kReadFile:
+      case OpKind::kWriteFile:
+        if (step == 0) {
+          op->res = res;  // the open's error, if any, wins
+        } else if (step == 1) {
+          if (op->res >= 0) op->res = res;  // bytes, or the read/write error
+        } else {
+          // The close: its error matters for a write; an empty slot (the open
+          // failed) gives EBADF, which is not news.
+          if (op->kind == OpKind::kWriteFile && op->res >= 0) op->close_res = res;
+          std::lock_guard guard(submit_mutex_);
+          free_slots_.push_back(op->direct_slot);
+          op->direct_slot = -1;
+        }
+        break;
+      default:
+        break;
+    }
+    if (--op->cqes_left > 0) return;
+    if (op->kind == OpKind::kReadFile && op->res >= 0 &&
+        static_cast<std::size_t>(op->res) == kChainReadSize) {
+      // More than the chain read: the whole file by one pool job.
+      done_with(op, false);
+      run_on_pool(pool_, op);
+      return;
+    }
+    if (op->kind == OpKind::kReadFile && op->res >= 0)
+      op->buffer.resize(static_cast<std::size_t>(op->res));
+    if (op->kind == OpKind::kWriteFile && op->res >= 0 &&
+        static_cast<std::size_t>(op->res) < op->buffer.size()) {
+      // A short write (the disk filled up, RLIMIT_FSIZE): the pool writes the
+      // rest after what was written, and reports the error that stops it.
+      const std::size_t written = static_cast<std::size_t>(op->res);
+      op->buffer.erase(op->buffer.begin(),
+                       op->buffer.begin() + static_cast<std::ptrdiff_t>(written));
+      op->flags &= ~(O_TRUNC | O_CREAT | O_EXCL);
+      if (!(op->flags & O_APPEND)) op->offset = static_cast<std::int64_t>(written);
+      op->close_res = 0;
+      done_with(op, false);
+      run_on_pool(pool_, op);
+      return;
+    }
+    done_with(op, true);
+  }
+
+  // The engine is done with `op`: finish it (unless the pool takes over) and
+  // drop the engine's reference.
+  void done_with(FileOp* op, bool finished) noexcept {
+    // release: pairs with shutdown()'s acquire load.
+    in_flight_.fetch_sub(1, std::memory_order_release);
+    driver_.add_pending(-1);
+    if (finished) op->finish();
+    op->release();
+  }
+
+  volt::detail::Driver& driver_;
+  volt::detail::BlockingPool& pool_;
+  io_uring ring_;
+  std::mutex submit_mutex_;  // the submission queue and free_slots_
+  volt::detail::SpinLock reap_lock_;
+  std::vector<int> free_slots_;
+  // Requests whose ops the engine still holds.
+  std::atomic<std::uint64_t> in_flight_{0};
+};
+
+bool has_opcodes(io_uring& ring) noexcept {
+  io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+  if (!probe) return false;
+  bool ok = true;
+  for (int op : {IORING_OP_OPENAT, IORING_OP_READ, IORING_OP_WRITE, IORING_OP_CLOSE,
+                 IORING_OP_FSYNC, IORING_OP_STATX})
+    ok = ok && io_uring_opcode_supported(probe, op);
+  io_uring_free_probe(probe);
+  return ok;
+}
+
+}  // namespace
+
+FileEngine* make_uring_engine(volt::detail::Driver& driver, volt::detail::BlockingPool& pool) {
+  io_uring ring;
+  io_uring_params params{};
+  if (io_uring_queue_init_params(kRingEntries, &ring, &params) != 0) return nullptr;
+  // Reads and writes "at the cursor" (offset -1) need IORING_FEAT_RW_CUR_POS.
+  if (!(params.features & IORING_FEAT_RW_CUR_POS) || !has_opcodes(ring)) {
+    io_uring_queue_exit(&ring);
+    return nullptr;
+  }
+  const bool direct = io_uring_register_files_sparse(&ring, kDirectSlots) == 0;
+  auto* engine = new UringEngine(driver, pool, ring, direct);
+  if (!engine->start()) {
+    delete engine;
+    return nullptr;
+  }
+  return engine;
+}
+
+}  // namespace volt::fs::detail
+
+#else  // no liburing
+
+namespace volt::fs::detail {
+FileEngine* make_uring_engine(volt::detail::Driver&, volt::detail::BlockingPool&) {
+  return nullptr;
+}
+}  // namespace volt::fs::detail
+
+#endif

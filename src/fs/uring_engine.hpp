@@ -1,0 +1,48 @@
+// UringEngine: file operations on one io_uring instance per runtime.
+//
+// Ring ownership: one ring, shared by every worker of the runtime, with a
+// mutex around submission and a try-lock around reaping. Not one ring per
+// worker: a task migrates between workers (work stealing), so a per-worker
+// ring's completion could find its task on another worker anyway, and a
+// parked worker's ring would need a watcher of its own; with one ring, its
+// descriptor sits in the driver's epoll set like a socket, so whichever
+// worker holds the driver sees every completion and an idle runtime with
+// files open uses no CPU. Submissions are rare on the hot path: reads the
+// page cache can serve never reach the ring (file.hpp, step 1).
+// docs/design.md ("Files") records the measurements behind this.
+//
+// Who reaps: the submitter right after io_uring_enter (a request the kernel
+// completes inline, as most opens and writes to the page cache are, finishes
+// before its task suspends), and the driver's holder when epoll reports the
+// ring readable. Reaping is a try-lock: a thread that finds it taken leaves
+// the work to the holder, which loops until the completion queue is empty
+// after releasing the lock, so no completion is left behind.
+//
+// Linked chains: a whole-file read is open -> read -> close on a registered
+// ("direct") descriptor slot, submitted together: one io_uring_enter for all
+// three. The read asks for kChainReadSize bytes; a larger file is then read
+// by one blocking-pool job (open, fstat, read, close). A whole-file write is
+// open -> write -> close the same way.
+//
+// Lifetime: each request's user_data is its FileOp (tagged with the step of
+// a chain in its low bits); the engine holds a reference on the op from
+// submission to its last completion, so the buffer, path and statx the
+// kernel uses outlive the request even if the task was cancelled.
+// shutdown() waits for every completion (until the runtime's deadline); if
+// requests remain after it, their ops are deliberately leaked with the ring's
+// memory, since the kernel may still write into them.
+#pragma once
+
+#include "fs/engine.hpp"
+
+namespace volt::fs::detail {
+
+// Probes io_uring (setup refused with ENOSYS/EPERM, e.g. the
+// kernel.io_uring_disabled sysctl or a seccomp filter; a missing opcode) and
+// returns nullptr when it is unavailable, never an error.
+FileEngine* make_uring_engine(volt::detail::Driver& driver, volt::detail::BlockingPool& pool);
+
+// Bytes the read of a linked whole-file chain asks for.
+inline constexpr std::size_t kChainReadSize = 64 * 1024;
+
+}  // namespace volt::fs::detail

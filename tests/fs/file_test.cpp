@@ -1,0 +1,419 @@
+// volt::fs: whole-file calls, File, OpenOptions, metadata by path; each test
+// under every FsMode (both engines, inline attempts on and off).
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <random>
+
+#include "fs/fs_support.hpp"
+
+namespace volt::test {
+namespace {
+
+namespace fs = volt::fs;
+using namespace std::chrono_literals;
+using Path = std::filesystem::path;
+
+class FileTest : public ::testing::TestWithParam<FsMode> {
+ protected:
+  void SetUp() override {
+    fds_at_start_ = open_fds();
+    if (!make_fs_runtime(GetParam(), rt_)) GTEST_SKIP() << "io_uring refused by this kernel";
+    scope_.emplace(GetParam());
+  }
+  void TearDown() override {
+    rt_.reset();  // before the scope: the runtime's shutdown may still run ops
+    scope_.reset();
+  }
+  Runtime& rt() { return *rt_; }
+  const Path& dir() const { return dir_.path(); }
+
+  std::optional<Runtime> rt_;
+  std::optional<FsModeScope> scope_;
+  TempDir dir_;
+  int fds_at_start_ = 0;  // before the runtime (its epoll, eventfd, ring)
+};
+
+bool is_errno(const std::error_code& ec, int err) {
+  return ec.value() == err && &ec.category() == &std::system_category();
+}
+
+// ---- whole files ----
+
+TEST_P(FileTest, ReadGivesTheWholeFileAtEverySize) {
+  // Around the inline chunk, the engine's linked read (64 KiB) and the
+  // 1 MiB chunk limit.
+  const std::size_t sizes[] = {0, 1, 4096, 65535, 65536, 65537, (1 << 20) + 3, 3 << 20};
+  for (std::size_t size : sizes) {
+    const Path p = dir() / ("f" + std::to_string(size));
+    write_fixture(p, pattern_bytes(size));
+    auto got = rt().block_on([](Path p) -> Task<Expected<std::vector<std::byte>>> {
+      auto r = co_await fs::read(p);
+      co_return r;
+    }(p));
+    ASSERT_TRUE(got) << size << ": " << got.error().message();
+    EXPECT_EQ(got->size(), size);
+    EXPECT_TRUE(*got == pattern_bytes(size)) << "content differs at size " << size;
+  }
+}
+
+TEST_P(FileTest, ReadFromAColdPageCacheGoesThroughTheEngine) {
+  const Path p = dir() / "cold";
+  write_fixture(p, pattern_bytes(200'000));
+  evict_from_page_cache(p);
+  auto got = rt().block_on([](Path p) -> Task<Expected<std::vector<std::byte>>> {
+    auto r = co_await fs::read(p);
+    co_return r;
+  }(p));
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_TRUE(*got == pattern_bytes(200'000));
+}
+
+TEST_P(FileTest, ReadToStringAndErrors) {
+  const Path p = dir() / "text";
+  const std::string text = "line one\nline two\n";
+  std::ofstream(p) << text;
+  const Path missing = dir() / "missing";
+  const Path d = dir();
+  rt().block_on([](Path p, Path missing, Path d, std::string text) -> Task<void> {
+    auto s = co_await fs::read_to_string(p);
+    EXPECT_TRUE(s && *s == text);
+    auto m = co_await fs::read(missing);
+    EXPECT_TRUE(!m && is_errno(m.error(), ENOENT)) << (m ? "ok" : m.error().message());
+    auto md = co_await fs::read_to_string(missing);
+    EXPECT_TRUE(!md && is_errno(md.error(), ENOENT));
+    auto isdir = co_await fs::read(d);
+    EXPECT_TRUE(!isdir && is_errno(isdir.error(), EISDIR))
+        << (isdir ? "ok" : isdir.error().message());
+  }(p, missing, d, text));
+}
+
+TEST_P(FileTest, WriteCreatesTruncatesAndAppendAppends) {
+  const Path p = dir() / "out";
+  const Path nowhere = dir() / "no-such-dir" / "out";
+  rt().block_on([](Path p, Path nowhere) -> Task<void> {
+    const std::string first = "first version, longer than the second\n";
+    const std::string second = "second\n";
+    EXPECT_TRUE(co_await fs::write(p, first));
+    EXPECT_EQ(*co_await fs::read_to_string(p), first);
+    EXPECT_TRUE(co_await fs::write(p, second));  // truncates
+    EXPECT_EQ(*co_await fs::read_to_string(p), second);
+    EXPECT_TRUE(co_await fs::append(p, first));
+    EXPECT_EQ(*co_await fs::read_to_string(p), second + first);
+    auto bad = co_await fs::write(nowhere, first);
+    EXPECT_TRUE(!bad && is_errno(bad.error(), ENOENT)) << (bad ? "ok" : bad.error().message());
+    // A large write (several engine chunks, past the linked chain's size).
+    const std::vector<std::byte> big = pattern_bytes(5 << 20);
+    EXPECT_TRUE(co_await fs::write(p, big));
+    auto back = co_await fs::read(p);
+    EXPECT_TRUE(back && *back == big);
+  }(p, nowhere));
+}
+
+// ---- OpenOptions ----
+
+TEST(OpenOptionsFlags, ContradictionsAreEinval) {
+  EXPECT_FALSE(fs::OpenOptions().flags());                              // no access
+  EXPECT_FALSE(fs::OpenOptions().read(true).truncate(true).flags());    // truncate, no write
+  EXPECT_FALSE(fs::OpenOptions().read(true).create(true).flags());      // create, no write
+  EXPECT_FALSE(fs::OpenOptions().append(true).truncate(true).flags());  // append + truncate
+  EXPECT_TRUE(fs::OpenOptions().append(true).create(true).flags());
+  auto f = fs::OpenOptions().read(true).write(true).create_new(true).flags();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(*f & (O_CREAT | O_EXCL | O_ACCMODE), O_CREAT | O_EXCL | O_RDWR);
+  EXPECT_TRUE(*f & O_CLOEXEC);
+}
+
+TEST_P(FileTest, OpenOptionsBehaveAsStd) {
+  const Path p = dir() / "opts";
+  rt().block_on([](Path p) -> Task<void> {
+    auto missing = co_await fs::File::open(p);
+    EXPECT_TRUE(!missing && is_errno(missing.error(), ENOENT));
+    auto created = co_await fs::File::create_new(p);
+    EXPECT_TRUE(created) << created.error().message();
+    auto again = co_await fs::File::create_new(p);
+    EXPECT_TRUE(!again && is_errno(again.error(), EEXIST));
+    auto einval = co_await fs::OpenOptions().read(true).truncate(true).open(p);
+    EXPECT_TRUE(!einval && is_errno(einval.error(), EINVAL));
+    // mode: created with 0600 (the umask cannot add bits).
+    const Path q = p.string() + "-mode";
+    auto m = co_await fs::OpenOptions().write(true).create(true).mode(0600).open(q);
+    EXPECT_TRUE(m);
+    auto meta = co_await fs::metadata(q);
+    EXPECT_TRUE(meta && (meta->permissions().mode() & 0777) == 0600);
+  }(p));
+}
+
+// ---- File: cursor, positional, the rest ----
+
+TEST_P(FileTest, ReadWriteAndSeekShareTheCursor) {
+  const Path p = dir() / "cursor";
+  rt().block_on([](Path p) -> Task<void> {
+    auto f = co_await fs::OpenOptions().read(true).write(true).create(true).open(p);
+    EXPECT_TRUE(f);
+    if (!f) co_return;
+    const std::string hello = "hello, world";
+    EXPECT_EQ(*co_await f->write(hello), hello.size());
+    EXPECT_EQ(*co_await f->seek(fs::SeekFrom::start(7)), 7u);
+    char buf[16] = {};
+    auto n = co_await f->read(io::MutableBuffer(buf, sizeof buf));
+    EXPECT_TRUE(n && *n == 5 && std::string_view(buf, 5) == "world");
+    auto eof = co_await f->read(io::MutableBuffer(buf, sizeof buf));
+    EXPECT_TRUE(eof && *eof == 0);
+    EXPECT_EQ(*co_await f->seek(fs::SeekFrom::end(-5)), 7u);
+    EXPECT_EQ(*co_await f->seek(fs::SeekFrom::current(2)), 9u);
+    // io::AsyncRead users: read_exact through the generic helper.
+    EXPECT_EQ(*co_await f->seek(fs::SeekFrom::start(0)), 0u);
+    char five[5];
+    EXPECT_TRUE(co_await io::read_exact(*f, io::MutableBuffer(five, 5)));
+    EXPECT_EQ(std::string_view(five, 5), "hello");
+    auto bad = co_await f->seek(fs::SeekFrom::current(-100));
+    EXPECT_TRUE(!bad && is_errno(bad.error(), EINVAL));
+  }(p));
+}
+
+TEST_P(FileTest, PositionalReadsAndWritesLeaveTheCursor) {
+  const Path p = dir() / "pos";
+  write_fixture(p, pattern_bytes(100'000));
+  rt().block_on([](Path p) -> Task<void> {
+    auto f = co_await fs::OpenOptions().read(true).write(true).open(p);
+    EXPECT_TRUE(f);
+    if (!f) co_return;
+    std::vector<std::byte> block(4096);
+    EXPECT_TRUE(co_await f->read_exact_at(block, 50'000));
+    EXPECT_TRUE(block == pattern_bytes(4096, 50'000));
+    const std::string mark = "MARK";
+    EXPECT_TRUE(co_await f->write_all_at(mark, 10));
+    char four[4];
+    EXPECT_TRUE(co_await f->read_exact_at(io::MutableBuffer(four, 4), 10));
+    EXPECT_EQ(std::string_view(four, 4), "MARK");
+    EXPECT_EQ(*co_await f->seek(fs::SeekFrom::current(0)), 0u);  // untouched
+    auto past = co_await f->read_at(block, 200'000);
+    EXPECT_TRUE(past && *past == 0);
+    auto short_exact = co_await f->read_exact_at(block, 100'000 - 100);
+    EXPECT_TRUE(!short_exact && short_exact.error() == errc::unexpected_eof);
+  }(p));
+}
+
+TEST_P(FileTest, SyncSetLenMetadataPermissionsCloneClose) {
+  const Path p = dir() / "misc";
+  rt().block_on([](Path p) -> Task<void> {
+    auto f = co_await fs::File::create(p);
+    EXPECT_TRUE(f);
+    if (!f) co_return;
+    EXPECT_TRUE(co_await io::write_all(*f, std::string_view("0123456789")));
+    EXPECT_TRUE(co_await f->sync_data());
+    EXPECT_TRUE(co_await f->sync_all());
+    EXPECT_TRUE(co_await f->set_len(4));
+    auto m = co_await f->metadata();
+    EXPECT_TRUE(m && m->len() == 4 && m->is_file() && !m->is_dir());
+    EXPECT_TRUE(co_await f->set_len(1000));
+    EXPECT_EQ((*co_await fs::metadata(p)).len(), 1000u);
+    EXPECT_TRUE(co_await f->set_permissions(fs::Permissions(0640)));
+    EXPECT_EQ((*co_await fs::metadata(p)).permissions().mode() & 0777, 0640u);
+    auto clone = co_await f->try_clone();
+    EXPECT_TRUE(clone);
+    // Shared cursor: a seek through the clone moves the original's.
+    EXPECT_EQ(*co_await clone->seek(fs::SeekFrom::start(3)), 3u);
+    EXPECT_EQ(*co_await f->seek(fs::SeekFrom::current(0)), 3u);
+    EXPECT_TRUE(co_await f->close());
+    EXPECT_FALSE(*f);
+    auto after = co_await f->write(std::string_view("x"));
+    EXPECT_TRUE(!after && is_errno(after.error(), EBADF));
+    EXPECT_TRUE(co_await clone->close());
+  }(p));
+}
+
+TEST_P(FileTest, MetadataSymlinksAndExistence) {
+  const Path file = dir() / "target";
+  const Path link = dir() / "link";
+  const Path dangling = dir() / "dangling";
+  write_fixture(file, pattern_bytes(1234));
+  std::filesystem::create_symlink(file, link);
+  std::filesystem::create_symlink(dir() / "nothing-here", dangling);
+  const Path d = dir();
+  rt().block_on([](Path file, Path link, Path dangling, Path d) -> Task<void> {
+    auto m = co_await fs::metadata(link);
+    EXPECT_TRUE(m && m->is_file() && m->len() == 1234);
+    auto l = co_await fs::symlink_metadata(link);
+    EXPECT_TRUE(l && l->is_symlink() && !l->is_file());
+    auto dm = co_await fs::metadata(d);
+    EXPECT_TRUE(dm && dm->is_dir());
+    EXPECT_TRUE(dm && dm->file_type().type() == std::filesystem::file_type::directory);
+    auto gone = co_await fs::metadata(dangling);
+    EXPECT_TRUE(!gone && is_errno(gone.error(), ENOENT));
+    EXPECT_TRUE(*co_await fs::try_exists(file));
+    EXPECT_FALSE(*co_await fs::try_exists(dangling));
+    const Path under_file = file / "x";  // ENOTDIR on the way: "does not exist"
+    EXPECT_FALSE(*co_await fs::try_exists(under_file));
+    // Times: modified is recent.
+    const auto age = std::chrono::system_clock::now() - m->modified();
+    EXPECT_LT(age, std::chrono::hours(1));
+  }(file, link, dangling, d));
+}
+
+// ---- many tasks on one File ----
+
+TEST_P(FileTest, SixteenTasksReadAndWriteOneFileAtOnce) {
+  constexpr std::size_t kTasks = 16;
+  constexpr std::size_t kRegion = 64 * 1024;
+  const Path p = dir() / "shared";
+  write_fixture(p, std::vector<std::byte>(kTasks * kRegion));
+  rt().block_on([](Path p) -> Task<void> {
+    auto f = co_await fs::OpenOptions().read(true).write(true).open(p);
+    EXPECT_TRUE(f);
+    if (!f) co_return;
+    std::vector<JoinHandle<bool>> tasks;
+    for (std::size_t t = 0; t < kTasks; ++t) {
+      tasks.push_back(spawn([](const fs::File& file, std::size_t t) -> Task<bool> {
+        // Each task writes its region in 4 KiB blocks, then reads it back.
+        const std::uint64_t base = t * kRegion;
+        for (std::size_t off = 0; off < kRegion; off += 4096) {
+          const auto block = pattern_bytes(4096, base + off);
+          if (!co_await file.write_all_at(block, base + off)) co_return false;
+        }
+        std::vector<std::byte> back(kRegion);
+        if (!co_await file.read_exact_at(back, base)) co_return false;
+        co_return back == pattern_bytes(kRegion, base);
+      }(*f, t)));
+    }
+    for (auto& t : tasks)
+      EXPECT_TRUE(co_await t);
+  }(p));
+  EXPECT_TRUE(read_fixture(p) == pattern_bytes(kTasks * kRegion));
+}
+
+// ---- cancellation ----
+
+TEST_P(FileTest, CancelledReadsFreeNothingEarlyAndLeakNoDescriptor) {
+  const Path p = dir() / "cancel";
+  write_fixture(p, pattern_bytes(1 << 20));
+  const int rounds = kSanitized ? 2'000 : 10'000;
+  const int completed = rt().block_on([](Path p, int rounds) -> Task<int> {
+    auto f = co_await fs::File::open(p);
+    EXPECT_TRUE(f);
+    if (!f) co_return 0;
+    std::mt19937 rng(42);
+    int completed = 0;
+    for (int i = 0; i < rounds; ++i) {
+      std::vector<std::byte> buf(4096);
+      const std::uint64_t off = (rng() % 256) * 4096;
+      auto d = std::chrono::microseconds(rng() % 50);
+      // Alternate whole-file reads (the engine's linked chain) and
+      // positional reads; the deadline cancels some mid-flight.
+      if (i % 2) {
+        auto r = co_await volt::timeout(d, f->read_at(buf, off));
+        if (r && *r && **r == 4096) {
+          ++completed;
+          EXPECT_TRUE(buf == pattern_bytes(4096, off));
+        }
+      } else {
+        auto r = co_await volt::timeout(d, fs::read(p));
+        if (r && *r) ++completed;
+      }
+    }
+    co_return completed;
+  }(p, rounds));
+  rt_.reset();  // shutdown waits for whatever the kernel still works on
+  // The runtime's own descriptors close when its last pool thread has left.
+  EXPECT_TRUE(wait_until([&] { return open_fds() == fds_at_start_; })) << open_fds();
+  std::printf("[ info     ] %d of %d reads completed before their deadline\n", completed, rounds);
+}
+
+TEST_P(FileTest, ShutdownWithOperationsInFlightNeitherHangsNorLeaks) {
+  const Path p = dir() / "inflight";
+  write_fixture(p, pattern_bytes(256 << 10));
+  rt().block_on([](Path p) -> Task<void> {
+    for (int i = 0; i < 64; ++i) {
+      // Detached: the runtime's shutdown finds them running.
+      (void)spawn([](Path p) -> Task<void> {
+        for (;;) {
+          auto r = co_await fs::read(p);
+          if (!r) co_return;
+          auto w = co_await fs::write(p.string() + ".copy", *r);
+          if (!w) co_return;
+        }
+      }(p));
+    }
+    co_await volt::sleep(20ms);
+  }(p));
+  Watchdog watchdog(kNotHung, "runtime shutdown with file operations in flight");
+  rt_.reset();
+  EXPECT_TRUE(wait_until([&] { return open_fds() == fds_at_start_; })) << open_fds();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FileTest, ::testing::ValuesIn(kFsModes), FsModeName());
+
+// ---- faults ----
+
+class FileFaultTest : public FileTest {};
+
+TEST_P(FileFaultTest, OutOfDescriptorsIsEmfileAndLeaksNothing) {
+  const Path p = dir() / "emfile";
+  write_fixture(p, pattern_bytes(10));
+  const int fds_before = open_fds();
+  rt().block_on([](Path p) -> Task<void> {
+    rlimit saved{};
+    ::getrlimit(RLIMIT_NOFILE, &saved);
+    std::vector<int> fillers;
+    rlimit tight = saved;
+    tight.rlim_cur = 256;
+    ::setrlimit(RLIMIT_NOFILE, &tight);
+    for (int fd; (fd = ::dup(0)) >= 0;)
+      fillers.push_back(fd);
+    auto f = co_await fs::File::open(p);
+    auto r = co_await fs::read(p);
+    auto w = co_await fs::write(p, std::string_view("x"));
+    for (int fd : fillers)
+      ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved);
+    // By value (see tests/net/tcp_errors_test.cpp on UBSan and EMFILE).
+    EXPECT_TRUE(!f && f.error().value() == EMFILE) << (f ? "opened" : f.error().message());
+    // io_uring's linked whole-file read opens into a registered slot, not a
+    // descriptor: it may succeed where open(2) cannot. Else EMFILE.
+    if (r) {
+      EXPECT_TRUE(*r == pattern_bytes(10));
+    } else {
+      EXPECT_EQ(r.error().value(), EMFILE);
+    }
+    // The same for the linked write.
+    if (!w) {
+      EXPECT_EQ(w.error().value(), EMFILE);
+    }
+  }(p));
+  EXPECT_EQ(open_fds(), fds_before);
+}
+
+TEST_P(FileFaultTest, WritePastTheFileSizeLimitIsEfbig) {
+  const Path p = dir() / "efbig";
+  rt().block_on([](Path p) -> Task<void> {
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit saved{};
+    ::getrlimit(RLIMIT_FSIZE, &saved);
+    rlimit small = saved;
+    small.rlim_cur = 64 * 1024;
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    auto w = co_await fs::write(p, pattern_bytes(200 * 1024));
+    auto f = co_await fs::OpenOptions().write(true).open(p);
+    Expected<void> at = std::error_code();
+    if (f) at = co_await f->write_all_at(std::string_view("x"), 100 * 1024);
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_TRUE(!w && is_errno(w.error(), EFBIG)) << (w ? "written" : w.error().message());
+    EXPECT_TRUE(!at && is_errno(at.error(), EFBIG)) << (at ? "written" : at.error().message());
+  }(p));
+  // The prefix that fit is there: nothing beyond the limit, nothing lost before it.
+  const auto on_disk = read_fixture(p);
+  EXPECT_EQ(on_disk.size(), 64u * 1024);
+  const auto expected = pattern_bytes(64 * 1024);
+  const auto diff = std::mismatch(on_disk.begin(), on_disk.end(), expected.begin(), expected.end());
+  EXPECT_TRUE(on_disk == expected) << "first difference at byte " << (diff.first - on_disk.begin());
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FileFaultTest, ::testing::ValuesIn(kFsModes), FsModeName());
+
+}  // namespace
+}  // namespace volt::test
