@@ -761,7 +761,7 @@ std::chrono::nanoseconds thread_cpu_time(clockid_t clock) {
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
-TEST(RuntimeIdleTest, IdleRuntimeBurnsNoCpu) {
+TEST(RuntimeIdleTest, IdleRuntimeBurnsNoCpuWithFilesOpen) {
   std::mutex m;
   std::vector<clockid_t> worker_clocks;
   Runtime rt = Runtime::Builder()
@@ -779,6 +779,23 @@ TEST(RuntimeIdleTest, IdleRuntimeBurnsNoCpu) {
     handles.push_back(rt.spawn(square(i)));
   for (auto& h : handles)
     (void)h.join();
+  // Files open, and operations done on the file engine (io_uring's ring sits
+  // in the driver's epoll set): idle still means no CPU.
+  const std::filesystem::path file_path =
+      std::filesystem::temp_directory_path() / ("volt-idle-test-" + std::to_string(::getpid()));
+  std::optional<fs::File> open_file =
+      rt.block_on([](std::filesystem::path p) -> Task<std::optional<fs::File>> {
+        auto written = co_await fs::write(p, std::string_view("idle"));
+        EXPECT_TRUE(written);
+        auto f = co_await fs::OpenOptions().read(true).write(true).open(p);
+        EXPECT_TRUE(f);
+        if (!f) co_return std::nullopt;
+        auto back = co_await fs::read_to_string(p);
+        EXPECT_TRUE(back && *back == "idle");
+        EXPECT_TRUE(co_await f->sync_data());
+        co_return std::move(*f);
+      }(file_path));
+  ASSERT_TRUE(open_file);
   // Both workers up and asleep.
   ASSERT_TRUE(wait_until([&] {
     std::lock_guard lock(m);
@@ -813,6 +830,8 @@ TEST(RuntimeIdleTest, IdleRuntimeBurnsNoCpu) {
   // Asleep means asleep: no wake-park cycles either.
   EXPECT_LE(rt.stats().total_parked - parks_before, 2u);
   EXPECT_EQ(rt.block_on(square(4)), 16);  // and still responsive
+  open_file.reset();
+  std::filesystem::remove(file_path);
 }
 
 }  // namespace
