@@ -18,6 +18,10 @@
 // the work to the holder, which loops until the completion queue is empty
 // after releasing the lock, so no completion is left behind.
 //
+// Reads and writes at the cursor go to the blocking pool (see submit() for
+// the kernel behaviour that rules io_uring out for them); positional ones,
+// opens, statx, fsync and the whole-file chains use the ring.
+//
 // Linked chains: a whole-file read is open -> read -> close on a registered
 // ("direct") descriptor slot, submitted together: one io_uring_enter for all
 // three. The read asks for kChainReadSize bytes; a larger file is then read

@@ -413,6 +413,36 @@ TEST_P(FileFaultTest, WritePastTheFileSizeLimitIsEfbig) {
   EXPECT_TRUE(on_disk == expected) << "first difference at byte " << (diff.first - on_disk.begin());
 }
 
+// Tokio's BufWriter<File> can lose data when a flush fails (tokio #6325):
+// here the failed flush reports the error, keeps exactly the bytes the
+// kernel did not take, and the next flush writes them, each byte once.
+TEST_P(FileFaultTest, FailedFlushKeepsExactlyTheUnwrittenBytes) {
+  const Path p = dir() / "bufwriter";
+  rt().block_on([](Path p) -> Task<void> {
+    auto f = co_await fs::File::create(p);
+    EXPECT_TRUE(f);
+    if (!f) co_return;
+    io::BufWriter out(std::move(*f), 256 * 1024);
+    const auto data = pattern_bytes(100 * 1024);
+    EXPECT_TRUE(co_await io::write_all(out, data));  // buffered, nothing written yet
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit saved{};
+    ::getrlimit(RLIMIT_FSIZE, &saved);
+    rlimit small = saved;
+    small.rlim_cur = 40 * 1024;
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    auto failed = co_await out.flush();
+    const std::size_t left = out.buffer().size();
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_TRUE(!failed && is_errno(failed.error(), EFBIG)) << (failed ? "flushed" : failed.error().message());
+    EXPECT_EQ(left, 60u * 1024) << "the 40 KiB the kernel took left the buffer, the rest stayed";
+    EXPECT_TRUE(co_await out.flush());
+    EXPECT_TRUE(out.buffer().empty());
+  }(p));
+  EXPECT_TRUE(read_fixture(p) == pattern_bytes(100 * 1024));
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, FileFaultTest, ::testing::ValuesIn(kFsModes), FsModeName());
 
 }  // namespace
