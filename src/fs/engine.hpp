@@ -93,6 +93,13 @@ struct FileOp {
   int direct_slot = -1;  // registered-file slot of a linked chain
   FileOp* next_in_flight = nullptr;
 
+  // The submitter stores true (release) when the op is filled in, before
+  // io_uring_enter; a reaper loads it (acquire) before reading the op. The
+  // kernel orders the submission before the completion it posts, but
+  // through a system call that neither the C++ memory model nor TSan sees:
+  // this pair states that order where both can.
+  std::atomic<bool> published{false};
+
   // ---- completion ----
   std::atomic<std::uint32_t> state{kPending};
   volt::detail::Waker waker;  // the awaiter's (see the protocol above)

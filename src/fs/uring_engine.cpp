@@ -92,8 +92,8 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
     if (!queued) {
       // No room in the submission queue or no free descriptor slot: the
       // blocking pool does it (rare: 256 entries, 64 slots).
+      run_on_pool(pool_, op);  // first: it takes its reference before we drop ours
       done_with(op, /*finished=*/false);
-      run_on_pool(pool_, op);
       return;
     }
     reap();
@@ -113,7 +113,7 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
       reap_lock_.unlock();
       // A completion posted after the loop ended and before the unlock may
       // have been skipped by a thread whose try_lock failed: look again.
-      if (io_uring_cq_ready(&ring_) == 0) return;
+      if (completions_waiting() == 0) return;
     }
   }
 
@@ -192,7 +192,8 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
         } else {
           // Offset 0: the file was just opened (truncated, or O_APPEND,
           // which writes at the end whatever the offset).
-          io_uring_prep_write(rw, slot, op->buffer.data(), static_cast<unsigned>(op->buffer.size()), 0);
+          io_uring_prep_write(rw, slot, op->buffer.data(), static_cast<unsigned>(op->buffer.size()),
+                              0);
         }
         // Hard link: the close runs even if the read or write "fails" (a
         // short read counts as a failure for a plain link).
@@ -201,6 +202,7 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
         io_uring_sqe* close = io_uring_get_sqe(&ring_);
         io_uring_prep_close_direct(close, static_cast<unsigned>(slot));
         close->user_data = tag(op, 2);
+        publish(op);
         return true;
       }
       default:
@@ -208,13 +210,28 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
     }
     op->cqes_left = 1;
     s->user_data = tag(op, 0);
+    publish(op);
     return true;
+  }
+
+  // release: pairs with on_completion's acquire (see FileOp::published).
+  static void publish(FileOp* op) noexcept { op->published.store(true, std::memory_order_release); }
+
+  // Completions posted and not yet consumed. Both indices atomically
+  // (liburing's io_uring_cq_ready reads the head plainly, which races with a
+  // reaper's io_uring_cq_advance when called without the reap lock).
+  unsigned completions_waiting() const noexcept {
+    const unsigned tail = __atomic_load_n(ring_.cq.ktail, __ATOMIC_ACQUIRE);
+    const unsigned head = __atomic_load_n(ring_.cq.khead, __ATOMIC_ACQUIRE);
+    return tail - head;
   }
 
   // Under reap_lock_.
   void on_completion(std::uint64_t data, int res) noexcept {
     unsigned step;
     FileOp* op = untag(data, step);
+    // acquire: pairs with prepare()'s release (see FileOp::published).
+    (void)op->published.load(std::memory_order_acquire);
     switch (op->kind) {
       case OpKind::kOpen:
         if (res >= 0) {
@@ -252,8 +269,8 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
     if (op->kind == OpKind::kReadFile && op->res >= 0 &&
         static_cast<std::size_t>(op->res) == kChainReadSize) {
       // More than the chain read: the whole file by one pool job.
+      run_on_pool(pool_, op);  // first: it takes its reference before we drop ours
       done_with(op, false);
-      run_on_pool(pool_, op);
       return;
     }
     if (op->kind == OpKind::kReadFile && op->res >= 0)
@@ -268,8 +285,8 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
       op->flags &= ~(O_TRUNC | O_CREAT | O_EXCL);
       if (!(op->flags & O_APPEND)) op->offset = static_cast<std::int64_t>(written);
       op->close_res = 0;
+      run_on_pool(pool_, op);  // first: it takes its reference before we drop ours
       done_with(op, false);
-      run_on_pool(pool_, op);
       return;
     }
     done_with(op, true);
