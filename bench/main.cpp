@@ -52,6 +52,7 @@ constexpr TierFn kTiers[] = {
     scheduler_benches,  // Tier 4: scheduler
     time_benches,       // Tier 5: time
     net_benches,        // Tier 6: network
+    file_benches,       // Tier 7: files
 };
 
 struct UsageError {

@@ -3,7 +3,9 @@
 // echo_server + echo_client (round trips, a mismatch detected), http_server
 // (200/404/405/431, keep-alive, pipelining, graceful shutdown on SIGTERM with
 // a request in flight, SIGINT), chat_server (a line from one client reaches
-// the two others, not its author).
+// the two others, not its author), file_server (a 1 MiB file and a small one
+// byte for byte, 404, 403 for "..", HEAD, SIGTERM), log_scan (the report of a
+// small tree, written atomically).
 //
 // Each server is started on port 0 and prints its address on the first line
 // of stdout. Every read has a timeout (kPatience): a hung program fails the
@@ -24,6 +26,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -466,6 +471,179 @@ TEST(ChatExample, ALineReachesEveryOtherClientNotItsAuthor) {
   b.send("hi a\n");
   EXPECT_EQ(next_message(a), "[" + b.local_address() + "] hi a");
   EXPECT_EQ(next_message(c), "[" + b.local_address() + "] hi a");
+}
+
+// ---- file_server ----
+
+// A directory of its own under the temporary directory, removed at the end.
+class TempDir {
+ public:
+  explicit TempDir(std::string_view name)
+      : path_(std::filesystem::temp_directory_path() /
+              (std::string(name) + "-" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void write_file(const std::filesystem::path& path, std::string_view contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// One HTTP answer: its status line, Content-Length and body (`with_body`
+// false for HEAD: the head only).
+struct HttpAnswer {
+  std::string status_line;
+  std::string head;  // the header lines, each ending in "\r\n"
+  std::size_t content_length = 0;
+  std::string body;
+};
+
+HttpAnswer read_answer(Client& c, bool with_body = true) {
+  HttpAnswer a;
+  std::optional<std::string> line = c.read_line();
+  if (!line) return a;
+  a.status_line = *line;
+  while (std::optional<std::string> header = c.read_line()) {
+    if (*header == "\r") break;
+    a.head += *header + "\n";
+    constexpr std::string_view kLength = "Content-Length: ";
+    if (header->starts_with(kLength))
+      a.content_length = std::strtoull(header->c_str() + kLength.size(), nullptr, 10);
+  }
+  if (with_body) a.body = c.read_exactly(a.content_length);
+  return a;
+}
+
+TEST(FileServerExample, ServesFilesKeepsAliveRefusesEscapes) {
+  TempDir root("volt-file-server-test");
+  std::string big(1 << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<char>(i % 251);
+  write_file(root.path() / "big.bin", big);
+  write_file(root.path() / "hello.txt", "hello, files\n");
+  std::filesystem::create_directories(root.path() / "sub");
+  write_file(root.path() / "sub" / "inner.txt", "inner\n");
+
+  Child server(example("file_server"), {root.path().string(), "0"});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+  Client c(port);
+
+  // The 1 MiB file, byte for byte; then, on the same connection, the others.
+  c.send("GET /big.bin HTTP/1.1\r\nHost: test\r\n\r\n");
+  HttpAnswer a = read_answer(c);
+  EXPECT_EQ(a.status_line, "HTTP/1.1 200 OK\r");
+  EXPECT_EQ(a.content_length, big.size());
+  EXPECT_TRUE(a.body == big) << "the 1 MiB file came back different (" << a.body.size()
+                             << " bytes)";
+
+  c.send("GET /hello.txt HTTP/1.1\r\nHost: test\r\n\r\n");
+  a = read_answer(c);
+  EXPECT_EQ(a.status_line, "HTTP/1.1 200 OK\r");
+  EXPECT_NE(a.head.find("Content-Type: text/plain"), std::string::npos) << a.head;
+  EXPECT_EQ(a.body, "hello, files\n");
+
+  // Pipelined: a subdirectory's file (%-escaped) and a missing one.
+  c.send(
+      "GET /sub/inn%65r.txt HTTP/1.1\r\nHost: test\r\n\r\n"
+      "GET /missing.txt HTTP/1.1\r\nHost: test\r\n\r\n");
+  a = read_answer(c);
+  EXPECT_EQ(a.status_line, "HTTP/1.1 200 OK\r");
+  EXPECT_EQ(a.body, "inner\n");
+  a = read_answer(c);
+  EXPECT_EQ(a.status_line, "HTTP/1.1 404 Not Found\r");
+
+  // A directory is not a file.
+  c.send("GET /sub HTTP/1.1\r\nHost: test\r\n\r\n");
+  EXPECT_EQ(read_answer(c).status_line, "HTTP/1.1 404 Not Found\r");
+
+  // HEAD: the head of the big file, no body; the next answer follows at once.
+  c.send("HEAD /big.bin HTTP/1.1\r\nHost: test\r\n\r\nGET /hello.txt HTTP/1.1\r\n\r\n");
+  a = read_answer(c, false);
+  EXPECT_EQ(a.status_line, "HTTP/1.1 200 OK\r");
+  EXPECT_EQ(a.content_length, big.size());
+  EXPECT_EQ(read_answer(c).body, "hello, files\n");
+
+  // Out of the root: "..", plain or %-escaped, is refused before the file
+  // system is asked; a symbolic link out of the root after it resolves it.
+  std::filesystem::create_symlink("/etc", root.path() / "etc-link");
+  for (const char* target :
+       {"/../etc/passwd", "/sub/../../etc/passwd", "/%2e%2e/etc/passwd", "/etc-link/passwd"}) {
+    c.send("GET " + std::string(target) + " HTTP/1.1\r\nHost: test\r\n\r\n");
+    a = read_answer(c);
+    EXPECT_TRUE(a.status_line == "HTTP/1.1 403 Forbidden\r" ||
+                a.status_line == "HTTP/1.1 404 Not Found\r")
+        << target << ": " << a.status_line;
+    EXPECT_EQ(a.body.find("root:"), std::string::npos) << target;
+  }
+
+  // Another method: 405 and the connection closes.
+  c.send("DELETE /hello.txt HTTP/1.1\r\nHost: test\r\n\r\n");
+  bool closed = false;
+  const std::string rest = c.read_to_end(&closed);
+  EXPECT_TRUE(rest.starts_with("HTTP/1.1 405 ")) << rest;
+  EXPECT_TRUE(closed);
+
+  if (kSignalsFromOutsideArrive) {
+    server.signal(SIGTERM);
+    EXPECT_TRUE(exited_zero(server.wait()));
+  }
+}
+
+// ---- log_scan ----
+
+TEST(LogScanExample, CountsMatchingLinesAndWritesTheReportAtomically) {
+  TempDir dir("volt-log-scan-test");
+  const std::filesystem::path tree = dir.path() / "logs";
+  std::filesystem::create_directories(tree / "sub" / "deeper");
+  write_file(tree / "a.log", "ERROR one\nok\nan ERROR two\nERRORS three\nfine\n");
+  write_file(tree / "sub" / "b.log", "nothing\nto see\n");
+  write_file(tree / "sub" / "deeper" / "c.txt", "ERROR\n\nlast ERROR line without newline");
+  const std::filesystem::path report = dir.path() / "report.txt";
+  write_file(report, "the previous report\n");  // replaced by the new one
+
+  Child scan(example("log_scan"), {tree.string(), "ERROR", report.string()});
+  EXPECT_TRUE(exited_zero(scan.wait()));
+  EXPECT_EQ(read_file(report),
+            "a.log: 3\n"
+            "sub/b.log: 0\n"
+            "sub/deeper/c.txt: 2\n"
+            "total: 5\n");
+  EXPECT_FALSE(std::filesystem::exists(report.string() + ".tmp"));
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path()))
+    ++entries;
+  EXPECT_EQ(entries, 2u) << "logs/ and report.txt only";
+}
+
+TEST(LogScanExample, AMissingDirectoryFails) {
+  TempDir dir("volt-log-scan-missing-test");
+  const std::filesystem::path report = dir.path() / "report.txt";
+  Child scan(example("log_scan"), {(dir.path() / "nope").string(), "x", report.string()});
+  const std::optional<int> status = scan.wait();
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 1);
+  EXPECT_FALSE(std::filesystem::exists(report));
+  EXPECT_FALSE(std::filesystem::exists(report.string() + ".tmp"));
 }
 
 }  // namespace
