@@ -200,7 +200,16 @@ int remove_contents(int dir_fd) noexcept {
   }
 }
 
-Expected<void> remove_dir_all_blocking(const Path& path) {
+Expected<void> remove_dir_all_blocking(const Path& given) {
+  // A trailing '/' would make the kernel follow a final link ("link/" is
+  // the directory it points to): the name without it is the link itself.
+  std::string name = given.native();
+  while (name.size() > 1 && name.back() == '/')
+    name.pop_back();
+  const Path path(std::move(name));
+  // "." or ".." last: rmdir refuses them (EINVAL, ENOTEMPTY), so refuse
+  // before emptying the directory rather than after.
+  if (path.filename() == "." || path.filename() == "..") return errno_code(EINVAL);
   struct stat st;
   if (::fstatat(AT_FDCWD, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return last_error();
   // A link to a directory: remove the link, as std's and Tokio's do, never
