@@ -106,13 +106,21 @@ Task<Expected<bool>> try_exists(const Path& path);
 
 // ---- directories ----
 
-// One entry of a directory listing: the directory's path joined with the
-// name, as read_dir found it.
+// One entry of a directory listing, as read_dir found it. It holds the name
+// and shares the directory's path with the listing's other entries, so a
+// listing allocates nothing per entry for names of up to 15 bytes.
 class DirEntry {
  public:
-  DirEntry(Path path, unsigned char d_type) : path_(std::move(path)), d_type_(d_type) {}
-  const Path& path() const noexcept { return path_; }
-  Path file_name() const { return path_.filename(); }
+  DirEntry(std::shared_ptr<const Path> dir, std::string name, unsigned char d_type) noexcept
+      : dir_(std::move(dir)), name_(std::move(name)), d_type_(d_type) {}
+  // From a whole path (its parent and its last component).
+  DirEntry(const Path& path, unsigned char d_type);
+  // The directory's path joined with the name (what read_dir was given,
+  // so relative if that was relative).
+  Path path() const;
+  Path file_name() const { return Path(name_); }
+  // The name as the directory holds it (no allocation).
+  const std::string& file_name_str() const noexcept { return name_; }
   // From the listing when the file system reports it (no system call), else
   // by lstat. Of the entry itself (a symbolic link is reported as one).
   Task<Expected<FileType>> file_type() const;
@@ -121,13 +129,14 @@ class DirEntry {
   Task<Expected<Metadata>> metadata() const;
 
  private:
-  Path path_;
+  std::shared_ptr<const Path> dir_;
+  std::string name_;
   unsigned char d_type_;  // DT_* of the listing, DT_UNKNOWN if not reported
 };
 
 // A directory being listed: entries in the file system's order, without "."
 // and "..". Entries are read in batches (one blocking-pool hop per batch of
-// up to 256), so listing a large directory costs few hops.
+// up to 1,024), so listing a large directory costs few hops.
 class ReadDir {
  public:
   ReadDir() noexcept;
