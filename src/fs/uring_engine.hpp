@@ -9,10 +9,11 @@
 // worker holds the driver sees every completion and an idle runtime with
 // files open uses no CPU. Submissions are rare on the hot path: reads the
 // page cache can serve never reach the ring (file.hpp, step 1).
-// docs/design.md ("Files") records the measurements behind this.
+// docs/design.md ("Files", "One io_uring ring per runtime") records the
+// measurements behind this.
 //
 // Who reaps: the submitter right after io_uring_enter (a request the kernel
-// completes inline, as most opens and writes to the page cache are, finishes
+// completes inline (a page-cache read, an open of a cached path) finishes
 // before its task suspends), and the driver's holder when epoll reports the
 // ring readable. Reaping is a try-lock: a thread that finds it taken leaves
 // the work to the holder, which loops until the completion queue is empty
