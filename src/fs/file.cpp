@@ -95,6 +95,11 @@ Expected<File> File::from_fd(int fd) {
 
 namespace {
 
+template <class T>
+Task<Expected<T>> ready(Expected<T> value) {
+  co_return value;
+}
+
 FdRef share(FileDescriptor* fd) noexcept {
   if (!fd) return FdRef();
   fd->retain();
@@ -192,10 +197,15 @@ Task<Expected<std::size_t>> File::write_at(io::ConstBuffer bytes, std::uint64_t 
   return write_impl(share(fd_), bytes, static_cast<std::int64_t>(offset));
 }
 
-Task<Expected<void>> File::read_exact_at(io::MutableBuffer buf, std::uint64_t offset) const {
+namespace {
+
+// The loops of read_exact_at and write_all_at, on a reference of their own to
+// the descriptor (not on the File: it may be moved or dropped meanwhile).
+Task<Expected<void>> read_exact_impl(FdRef fd, io::MutableBuffer buf, std::uint64_t offset) {
   std::size_t done = 0;
   while (done < buf.size()) {
-    Expected<std::size_t> n = co_await read_at(buf.after(done), offset + done);
+    Expected<std::size_t> n =
+        co_await read_impl(fd, buf.after(done), static_cast<std::int64_t>(offset + done));
     if (!n) co_return n.error();
     if (*n == 0) co_return errc::unexpected_eof;
     done += *n;
@@ -203,15 +213,26 @@ Task<Expected<void>> File::read_exact_at(io::MutableBuffer buf, std::uint64_t of
   co_return Expected<void>();
 }
 
-Task<Expected<void>> File::write_all_at(io::ConstBuffer bytes, std::uint64_t offset) const {
+Task<Expected<void>> write_all_impl(FdRef fd, io::ConstBuffer bytes, std::uint64_t offset) {
   std::size_t done = 0;
   while (done < bytes.size()) {
-    Expected<std::size_t> n = co_await write_at(bytes.after(done), offset + done);
+    Expected<std::size_t> n =
+        co_await write_impl(fd, bytes.after(done), static_cast<std::int64_t>(offset + done));
     if (!n) co_return n.error();
     if (*n == 0) co_return errc::write_zero;
     done += *n;
   }
   co_return Expected<void>();
+}
+
+}  // namespace
+
+Task<Expected<void>> File::read_exact_at(io::MutableBuffer buf, std::uint64_t offset) const {
+  return read_exact_impl(share(fd_), buf, offset);
+}
+
+Task<Expected<void>> File::write_all_at(io::ConstBuffer bytes, std::uint64_t offset) const {
+  return write_all_impl(share(fd_), bytes, offset);
 }
 
 Task<Expected<void>> File::flush() {
@@ -246,28 +267,29 @@ Task<Expected<void>> File::set_permissions(Permissions perm) const {
   return simple_op(share(fd_), OpKind::kFchmod, 0, perm.mode(), false);
 }
 
+// metadata, try_clone and close do their (non-blocking) system call in the
+// call itself, so the returned task never refers to the File.
 Task<Expected<Metadata>> File::metadata() const {
-  if (!fd_) co_return std::error_code(EBADF, std::system_category());
-  // fstat of an open file reads the in-memory inode: it does not block.
+  if (!fd_) return ready<Metadata>(std::error_code(EBADF, std::system_category()));
+  // statx of an open file reads the in-memory inode: it does not block.
   struct statx stx {};
   if (::statx(fd_->fd(), "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_BTIME, &stx) != 0)
-    co_return std::error_code(errno, std::system_category());
-  co_return Metadata::from_statx(&stx);
+    return ready<Metadata>(std::error_code(errno, std::system_category()));
+  return ready<Metadata>(Metadata::from_statx(&stx));
 }
 
 Task<Expected<File>> File::try_clone() const {
-  if (!fd_) co_return std::error_code(EBADF, std::system_category());
+  if (!fd_) return ready<File>(std::error_code(EBADF, std::system_category()));
   const int fd = ::fcntl(fd_->fd(), F_DUPFD_CLOEXEC, 0);  // never blocks
-  if (fd < 0) co_return std::error_code(errno, std::system_category());
-  co_return File(FileDescriptor::adopt(fd));
+  if (fd < 0) return ready<File>(std::error_code(errno, std::system_category()));
+  return ready<File>(File(FileDescriptor::adopt(fd)));
 }
 
 Task<Expected<void>> File::close() {
   FileDescriptor* fd = std::exchange(fd_, nullptr);
-  if (!fd) co_return Expected<void>();
-  const std::error_code ec = fd->release();
-  if (ec) co_return ec;
-  co_return Expected<void>();
+  const std::error_code ec = fd ? fd->release() : std::error_code();
+  if (ec) return ready<void>(ec);
+  return ready<void>(Expected<void>());
 }
 
 }  // namespace volt::fs

@@ -743,21 +743,39 @@ TEST_P(FsDirProcessTest, ListingsDroppedHalfwayOrCancelledLeakNoDescriptor) {
 // Set in the child process of the test below: the directory to try.
 constexpr const char* kNobodyDirEnv = "VOLT_FS_TEST_NOBODY_DIR";
 
-// In the child: become nobody, make a runtime, try create_dir in `dir`
-// (root's, 0755). The exit status says what happened.
+// In the child: become nobody, make a runtime, try create_dir, opening and
+// reading root's 0600 file, and writing a new file in `dir` (root's, 0755).
+// The exit status says what happened.
 enum ChildStatus : int { kGotEacces = 0, kSucceeded = 1, kOtherError = 2, kNoSetuid = 3 };
 
 [[noreturn]] void create_dir_as_nobody(const Path& dir, const Flavour& flavour) {
   if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0)
     ::_exit(kNoSetuid);
-  int status = kOtherError;
-  {
-    Runtime rt = make_runtime(flavour);
-    Expected<void> r = rt.block_on(fs::create_dir(dir / "denied"));
-    if (r)
-      status = kSucceeded;
-    else if (r.error() == sys(EACCES))
-      status = kGotEacces;
+  int status = kGotEacces;
+  // Both file engines; for each, the directory and the file calls: a
+  // directory in `dir`, root's 0600 file "secret" there opened and read, a
+  // new file written there.
+  for (bool uring : {true, false}) {
+    Runtime::Builder b = make_builder(flavour);
+    b.io_uring(uring);
+    Runtime rt = b.build();
+    const Path secret = dir / "secret";
+    const Path created = dir / "created";
+    std::vector<std::error_code> errors;
+    Expected<void> made = rt.block_on(fs::create_dir(dir / "denied"));
+    errors.push_back(made ? std::error_code() : made.error());
+    Expected<fs::File> opened = rt.block_on(fs::File::open(secret));
+    errors.push_back(opened ? std::error_code() : opened.error());
+    Expected<std::vector<std::byte>> read = rt.block_on(fs::read(secret));
+    errors.push_back(read ? std::error_code() : read.error());
+    Expected<void> written = rt.block_on(fs::write(created, std::string_view("x")));
+    errors.push_back(written ? std::error_code() : written.error());
+    for (const std::error_code& ec : errors) {
+      if (!ec)
+        status = kSucceeded;
+      else if (ec != sys(EACCES) && status == kGotEacces)
+        status = kOtherError;
+    }
   }
   ::_exit(status);
 }
@@ -767,7 +785,7 @@ class FsUnprivilegedTest : public ::testing::TestWithParam<Flavour> {};
 INSTANTIATE_TEST_SUITE_P(Flavours, FsUnprivilegedTest,
                          ::testing::Values(kMultiThread2, kCurrentThread), FlavourName());
 
-TEST_P(FsUnprivilegedTest, CreateDirAsNobodyIsEacces) {
+TEST_P(FsUnprivilegedTest, DirectoryAndFileCallsAsNobodyAreEacces) {
   if (const char* dir = std::getenv(kNobodyDirEnv)) create_dir_as_nobody(dir, GetParam());
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to an unprivileged user";
   TempDir tmp;
@@ -775,6 +793,9 @@ TEST_P(FsUnprivilegedTest, CreateDirAsNobodyIsEacces) {
   const Path locked = tmp / "locked";
   ASSERT_EQ(::mkdir(locked.c_str(), 0755), 0);
   ASSERT_EQ(::chown(locked.c_str(), 0, 0), 0);
+  const Path secret = locked / "secret";
+  { std::ofstream(secret) << "root's"; }
+  ASSERT_EQ(::chmod(secret.c_str(), 0600), 0);
 
   // The child is this binary run afresh on this test alone, not a fork of
   // this process: a fork of a multi-threaded process may not start threads
@@ -806,8 +827,9 @@ TEST_P(FsUnprivilegedTest, CreateDirAsNobodyIsEacces) {
   ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
   ASSERT_TRUE(WIFEXITED(wstatus)) << "child died: status " << wstatus;
   EXPECT_EQ(WEXITSTATUS(wstatus), kGotEacces)
-      << "1: the directory was made, 2: another error, 3: setuid failed";
+      << "1: a call succeeded, 2: another error, 3: setuid failed";
   EXPECT_FALSE(exists_nofollow(locked / "denied"));
+  EXPECT_FALSE(exists_nofollow(locked / "created"));
 }
 
 // ---- Metadata::from_statx and FileType ----

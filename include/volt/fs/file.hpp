@@ -43,7 +43,10 @@
 //    not the effect), a cancelled open's descriptor is closed.
 //  - The descriptor is closed when the last of the File and its operations
 //    in flight is gone: never while the kernel or a blocking-pool thread
-//    still uses it, so its number cannot be reused under them.
+//    still uses it, so its number cannot be reused under them. Each returned
+//    task holds the descriptor, not the File: a File may be moved or
+//    dropped while its operations run (the buffers passed to them must stay
+//    valid until they complete, as for sockets).
 //  - close() reports close(2)'s error (NFS reports a failed write-back
 //    there); the destructor closes too but cannot report.
 //  - A File may be used on any runtime and outside one (then step 1 only;
