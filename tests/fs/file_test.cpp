@@ -48,8 +48,9 @@ TEST_P(FileTest, ReadGivesTheWholeFileAtEverySize) {
   // 1 MiB chunk limit.
   const std::size_t sizes[] = {0, 1, 4096, 65535, 65536, 65537, (1 << 20) + 3, 3 << 20};
   for (std::size_t size : sizes) {
-    Path p = dir();
-    p /= "f" + std::to_string(size);  // not a path built from a temporary string: GCC 12 warns
+    std::string name = "f";
+    name += std::to_string(size);  // not "f" + ...: GCC 12 warns (-Wstringop-overflow)
+    const Path p = dir() / name;
     write_fixture(p, pattern_bytes(size));
     auto got = rt().block_on([](Path p) -> Task<Expected<std::vector<std::byte>>> {
       auto r = co_await fs::read(p);
@@ -256,6 +257,33 @@ TEST_P(FileTest, MetadataSymlinksAndExistence) {
   }(file, link, dangling, d));
 }
 
+// ---- a large copy ----
+
+TEST_P(FileTest, SixtyFourMebibytesCopiedByteForByte) {
+  constexpr std::size_t kSize = 64u << 20;
+  const Path from = dir() / "big";
+  const Path by_copy = dir() / "big.copy";
+  const Path by_stream = dir() / "big.stream";
+  write_fixture(from, pattern_bytes(kSize));
+  rt().block_on([](Path from, Path by_copy, Path by_stream) -> Task<void> {
+    // fs::copy (copy_file_range on the pool).
+    auto copied = co_await fs::copy(from, by_copy);
+    EXPECT_TRUE(copied && *copied == kSize) << (copied ? "short" : copied.error().message());
+    // A File to File stream copy through io::copy (AsyncRead -> AsyncWrite).
+    auto in = co_await fs::File::open(from);
+    auto out = co_await fs::File::create(by_stream);
+    EXPECT_TRUE(in && out);
+    if (!in || !out) co_return;
+    auto streamed = co_await io::copy(*in, *out);
+    EXPECT_TRUE(streamed && *streamed == kSize)
+        << (streamed ? "short" : streamed.error().message());
+    EXPECT_TRUE(co_await out->sync_data());
+  }(from, by_copy, by_stream));
+  const auto expected = pattern_bytes(kSize);
+  EXPECT_TRUE(read_fixture(by_copy) == expected);
+  EXPECT_TRUE(read_fixture(by_stream) == expected);
+}
+
 // ---- many tasks on one File ----
 
 TEST_P(FileTest, SixteenTasksReadAndWriteOneFileAtOnce) {
@@ -292,7 +320,13 @@ TEST_P(FileTest, SixteenTasksReadAndWriteOneFileAtOnce) {
 TEST_P(FileTest, CancelledReadsFreeNothingEarlyAndLeakNoDescriptor) {
   const Path p = dir() / "cancel";
   write_fixture(p, pattern_bytes(1 << 20));
-  const int rounds = kSanitized ? 2'000 : 10'000;
+  // 10,000 as the issue asks, under ASan too (its point: nothing freed
+  // early); TSan, ten times slower per read, runs 2,000.
+#if defined(__SANITIZE_THREAD__)
+  const int rounds = 2'000;
+#else
+  const int rounds = 10'000;
+#endif
   const int completed = rt().block_on([](Path p, int rounds) -> Task<int> {
     auto f = co_await fs::File::open(p);
     EXPECT_TRUE(f);
