@@ -33,6 +33,17 @@ FileOp* untag(std::uint64_t data, unsigned& step) noexcept {
   return reinterpret_cast<FileOp*>(data & ~std::uint64_t{3});
 }
 
+// io_uring_queue_exit, with the descriptor closed by ::close: liburing closes
+// it with a raw system call that ThreadSanitizer does not see, so TSan took
+// the next descriptor given that number (a test listing /proc/self/fd) for
+// the ring's and reported a race.
+void close_ring(io_uring& ring) noexcept {
+  const int fd = ring.ring_fd;
+  ring.ring_fd = -1;  // io_uring_queue_exit's own close is then a harmless EBADF
+  io_uring_queue_exit(&ring);
+  ::close(fd);
+}
+
 class UringEngine final : public FileEngine, public volt::detail::CompletionSource {
  public:
   UringEngine(volt::detail::Driver& driver, volt::detail::BlockingPool& pool, io_uring& ring,
@@ -48,7 +59,7 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
     driver_.unwatch_completions(ring_.ring_fd);
     // After shutdown(): a request still in flight keeps its op (leaked on
     // purpose, see the header); closing the ring cancels it in the kernel.
-    io_uring_queue_exit(&ring_);
+    close_ring(ring_);
   }
 
   bool start() noexcept { return !driver_.watch_completions(ring_.ring_fd, this); }
@@ -330,7 +341,7 @@ FileEngine* make_uring_engine(volt::detail::Driver& driver, volt::detail::Blocki
   io_uring_params params{};
   if (io_uring_queue_init_params(kRingEntries, &ring, &params) != 0) return nullptr;
   if (!has_opcodes(ring)) {
-    io_uring_queue_exit(&ring);
+    close_ring(ring);
     return nullptr;
   }
   const bool direct = io_uring_register_files_sparse(&ring, kDirectSlots) == 0;
