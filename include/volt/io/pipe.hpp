@@ -53,6 +53,7 @@
 #include "volt/net/syscall_op.hpp"
 
 namespace volt::process {
+class Command;
 class Stdio;
 }  // namespace volt::process
 
@@ -104,6 +105,9 @@ class [[nodiscard]] PipeWriteAll : public net::detail::SyscallOp {
 
 // Sets SIGPIPE to SIG_IGN if it is SIG_DFL, once per process (see above).
 void ignore_sigpipe_once() noexcept;
+// Makes `fd` non-blocking and close-on-exec and registers it with the
+// current runtime into `out` (fd closed on failure).
+std::error_code adopt(int fd, volt::detail::IoHandle& out) noexcept;
 
 }  // namespace detail
 
@@ -132,9 +136,10 @@ class PipeReader {
   void close() noexcept { handle_.close(); }
 
  private:
+  friend class volt::process::Command;
   friend class volt::process::Stdio;
   friend Expected<std::pair<PipeReader, PipeWriter>> pipe() noexcept;
-  const volt::detail::IoHandle& handle() const noexcept { return handle_; }
+  explicit PipeReader(volt::detail::IoHandle h) noexcept : handle_(std::move(h)) {}
   volt::detail::IoHandle handle_;
 };
 
@@ -168,9 +173,10 @@ class PipeWriter {
   void close() noexcept { handle_.close(); }
 
  private:
+  friend class volt::process::Command;
   friend class volt::process::Stdio;
   friend Expected<std::pair<PipeReader, PipeWriter>> pipe() noexcept;
-  const volt::detail::IoHandle& handle() const noexcept { return handle_; }
+  explicit PipeWriter(volt::detail::IoHandle h) noexcept : handle_(std::move(h)) {}
   volt::detail::IoHandle handle_;
 };
 

@@ -55,10 +55,17 @@
 //    later. Once reaped, the status is kept and every later wait() gives it.
 //  - kill(), start_kill() and signal() go through the pidfd
 //    (pidfd_send_signal), so they can never reach another process that
-//    reused the pid. After the child was reaped they do nothing and succeed
-//    (signal()) / succeed (kill).
+//    reused the pid. Once the child was reaped they send nothing and succeed.
 //  - wait_with_output() and output() read stdout and stderr concurrently:
 //    a child filling both pipes cannot deadlock.
+//  - SIGCHLD set to SIG_IGN by the program makes the kernel reap children
+//    itself: wait() then gives ECHILD (in both modes).
+//  - The SIGCHLD fallback installs volt::signal's SIGCHLD handler (a handler
+//    installed later by someone else replaces it, and exits are then seen
+//    only by try_wait), serialises spawn() calls with a mutex, and reaps a
+//    dropped child when its SIGCHLD arrives. A zombie child of another
+//    library that it does not reap makes each SIGCHLD try every registered
+//    child (see src/process/sigchld.cpp).
 //  - SIGPIPE: see io/pipe.hpp (set to SIG_IGN in this process if it was
 //    SIG_DFL; children get SIG_DFL back).
 //

@@ -1,0 +1,60 @@
+// The process module's internals shared by process.cpp, reaper.cpp and
+// sigchld.cpp.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "volt/expected.hpp"
+#include "volt/process/process.hpp"
+#include "volt/sync/notify.hpp"
+
+namespace volt::process::detail {
+
+// The status a waitid(WEXITED) reported.
+ExitStatus status_from(const siginfo_t& info) noexcept;
+
+// Whether exits are watched through pidfds (decided once per process: off
+// if pidfd_open or waitid(P_PIDFD) is missing, or VOLT_PROCESS_PIDFD=0).
+bool pidfd_mode() noexcept;
+
+// ---- The background reaper (reaper.cpp), pidfd mode ----
+// Takes ownership of `pidfd` (a child not reaped yet) and reaps the child
+// when it exits. Thread-safe; starts the "volt-reaper" thread on first use.
+void reaper_adopt_pidfd(int pidfd, pid_t pid) noexcept;
+// The same for a child known only by its pid (its pidfd could not be made):
+// swept with waitid(WNOHANG) every 50 ms while any is left.
+void reaper_adopt_pid(pid_t pid) noexcept;
+
+// ---- The SIGCHLD fallback (sigchld.cpp) ----
+// One child's exit, shared by its Child and the registry. The scanner
+// thread sets `result` (under `lock`) when it reaps the child, then calls
+// exited.notify_one(): the Notify's stored permit means a waiter that checks
+// `result` and then awaits notified() cannot miss it.
+struct ExitWatch {
+  pid_t pid = 0;
+  std::mutex lock;
+  std::optional<Expected<ExitStatus>> result;  // guarded by lock
+  volt::Notify exited;
+};
+
+// Taken around posix_spawn in fallback mode, so that the scanner cannot
+// look at the new pid before it is registered. Starts the SIGCHLD Signal and
+// the "volt-sigchld" thread on first use (their errors are returned).
+Expected<std::unique_lock<std::mutex>> sigchld_lock_for_spawn() noexcept;
+// Registers the child just spawned (the lock above still held).
+std::shared_ptr<ExitWatch> sigchld_register(pid_t pid);
+// The result if the scanner (or try_reap) already reaped it.
+std::optional<Expected<ExitStatus>> sigchld_result(ExitWatch& w);
+// Reaps now if it exited (WNOHANG).
+std::optional<Expected<ExitStatus>> sigchld_try_reap(ExitWatch& w);
+// kill(pid, signum) unless already reaped (then nothing, success).
+Expected<void> sigchld_signal(ExitWatch& w, int signum);
+// The Child is gone: SIGKILL if asked; the scanner reaps it when it exits.
+void sigchld_orphan(ExitWatch& w, bool kill) noexcept;
+
+}  // namespace volt::process::detail

@@ -1,0 +1,196 @@
+// The SIGCHLD fallback, for kernels without pidfds (or VOLT_PROCESS_PIDFD=0).
+//
+// The registry maps the pid of every child spawned in this mode and not yet
+// reaped to its ExitWatch (shared with its Child, if that still exists). One
+// "volt-sigchld" thread waits on volt::signal's SIGCHLD stream
+// (Signal::recv_blocking) and, after each delivery (deliveries coalesce),
+// scans:
+//
+//   1. Peek: waitid(P_ALL, WEXITED | WNOHANG | WNOWAIT) names one exited
+//      child without reaping it. If it is ours, reap that pid
+//      (waitid(P_PID, WNOHANG)), store its status in its ExitWatch, notify
+//      its waiter alone, drop it from the registry, and peek again. Each
+//      exited child costs two waitid calls and wakes one task: n children
+//      exiting one by one cost O(n) in total, not Tokio 1.24's O(n^2) (there
+//      every SIGCHLD woke every waiting child to try its own waitpid).
+//   2. If the peek names a child that is not ours (another library's, which
+//      it has not reaped yet), the peek would keep naming it; only then each
+//      registered pid is tried with waitid(P_PID, WNOHANG): O(registered)
+//      for that scan.
+//
+// No lost exit: the scan holds the registry's mutex, and spawn() holds it
+// from before posix_spawn until the pid is registered, so no scan can peek
+// a pid of ours that is not registered yet. A child exiting after a scan's
+// last peek raises a SIGCHLD counted after the Signal's last recv (the
+// Signal marks deliveries seen when recv returns, before the scan), so
+// another scan follows. A waiter checks `result` and then awaits the Notify;
+// notify_one stores a permit if it is not waiting yet, so the wake-up cannot
+// fall between its check and its wait.
+//
+// Limits (documented in process.hpp): a SIGCHLD handler installed by
+// someone else after ours replaces it (then exits are seen only by
+// try_wait); SIGCHLD set to SIG_IGN makes the kernel reap children itself
+// (wait gives ECHILD).
+//
+// Lock order: registry mutex, then an ExitWatch's lock. notify_one is called
+// after the watch's lock is released (under the registry mutex: it only
+// schedules the waiting task, which takes neither lock to be scheduled).
+#include <pthread.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <csignal>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "process/internal.hpp"
+#include "volt/signal/signal.hpp"
+
+namespace volt::process::detail {
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  bool started = false;                                            // guarded by mutex
+  std::unordered_map<pid_t, std::shared_ptr<ExitWatch>> children;  // guarded by mutex
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // leaked: the thread may run during exit()
+  return *r;
+}
+
+// Reaps `w`'s child if it exited. Under the registry mutex. True if it is
+// gone (reaped now, or waitid failed: ECHILD when someone else reaped it);
+// then its result is stored and its waiter notified.
+bool reap_locked(ExitWatch& w) {
+  siginfo_t info{};
+  int rc;
+  do {
+    rc = ::waitid(P_PID, static_cast<id_t>(w.pid), &info, WEXITED | WNOHANG);
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0 && info.si_pid == 0) return false;
+  Expected<ExitStatus> result =
+      rc == 0 ? Expected<ExitStatus>(status_from(info))
+              : Expected<ExitStatus>(std::error_code(errno, std::system_category()));
+  {
+    std::lock_guard guard(w.lock);
+    w.result = std::move(result);
+  }
+  w.exited.notify_one();
+  return true;
+}
+
+void scan() {
+  Registry& r = registry();
+  std::lock_guard guard(r.mutex);
+  bool foreign = false;
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      break;  // ECHILD: no children at all
+    }
+    if (info.si_pid == 0) break;  // none exited
+    auto it = r.children.find(info.si_pid);
+    if (it == r.children.end()) {
+      foreign = true;
+      break;
+    }
+    std::shared_ptr<ExitWatch> w = it->second;
+    if (!reap_locked(*w)) break;  // cannot happen: it was just seen exited
+    r.children.erase(it);
+  }
+  if (!foreign) return;
+  for (auto it = r.children.begin(); it != r.children.end();) {
+    if (reap_locked(*it->second))
+      it = r.children.erase(it);
+    else
+      ++it;
+  }
+}
+
+void run(volt::signal::Signal sigchld) {
+  ::pthread_setname_np(::pthread_self(), "volt-sigchld");
+  for (;;) {
+    sigchld.recv_blocking();
+    scan();
+  }
+}
+
+}  // namespace
+
+Expected<std::unique_lock<std::mutex>> sigchld_lock_for_spawn() noexcept {
+  Registry& r = registry();
+  std::unique_lock lock(r.mutex);
+  if (!r.started) {
+    try {
+      // The Signal first: every SIGCHLD after this is counted for it.
+      volt::signal::Signal sigchld = volt::signal::signal(SIGCHLD);
+      std::thread(run, std::move(sigchld)).detach();
+    } catch (const std::system_error& e) {
+      return e.code();
+    } catch (...) {
+      return std::make_error_code(std::errc::not_enough_memory);
+    }
+    r.started = true;
+  }
+  return lock;
+}
+
+std::shared_ptr<ExitWatch> sigchld_register(pid_t pid) {
+  auto w = std::make_shared<ExitWatch>();
+  w->pid = pid;
+  registry().children.emplace(pid, w);  // the caller holds the mutex
+  return w;
+}
+
+std::optional<Expected<ExitStatus>> sigchld_result(ExitWatch& w) {
+  std::lock_guard guard(w.lock);
+  return w.result;
+}
+
+std::optional<Expected<ExitStatus>> sigchld_try_reap(ExitWatch& w) {
+  Registry& r = registry();
+  std::lock_guard guard(r.mutex);
+  {
+    std::lock_guard watch_guard(w.lock);
+    if (w.result) return w.result;
+  }
+  if (!reap_locked(w)) return std::nullopt;
+  auto it = r.children.find(w.pid);
+  if (it != r.children.end() && it->second.get() == &w) r.children.erase(it);
+  std::lock_guard watch_guard(w.lock);
+  return w.result;
+}
+
+Expected<void> sigchld_signal(ExitWatch& w, int signum) {
+  // Reaping happens only under the registry mutex: while we hold it the pid
+  // is still our unreaped child (or already reaped and then not signalled).
+  std::lock_guard guard(registry().mutex);
+  {
+    std::lock_guard watch_guard(w.lock);
+    if (w.result) return {};
+  }
+  if (::kill(w.pid, signum) != 0) return std::error_code(errno, std::system_category());
+  return {};
+}
+
+void sigchld_orphan(ExitWatch& w, bool kill) noexcept {
+  Registry& r = registry();
+  std::lock_guard guard(r.mutex);
+  {
+    std::lock_guard watch_guard(w.lock);
+    if (w.result) return;
+  }
+  if (kill) ::kill(w.pid, SIGKILL);
+  // Still registered: the scanner reaps it when it exits.
+  if (reap_locked(w)) {
+    auto it = r.children.find(w.pid);
+    if (it != r.children.end() && it->second.get() == &w) r.children.erase(it);
+  }
+}
+
+}  // namespace volt::process::detail
