@@ -53,6 +53,7 @@ constexpr TierFn kTiers[] = {
     time_benches,       // Tier 5: time
     net_benches,        // Tier 6: network
     file_benches,       // Tier 7: files
+    process_benches,    // Tier 8: child processes
 };
 
 struct UsageError {
