@@ -5,7 +5,8 @@
 // a request in flight, SIGINT), chat_server (a line from one client reaches
 // the two others, not its author), file_server (a 1 MiB file and a small one
 // byte for byte, 404, 403 for "..", HEAD, SIGTERM), log_scan (the report of a
-// small tree, written atomically).
+// small tree, written atomically), run_parallel (prefixed output, a failure,
+// a program not found and a timeout, the summary and the exit status).
 //
 // Each server is started on port 0 and prints its address on the first line
 // of stdout. Every read has a timeout (kPatience): a hung program fails the
@@ -644,6 +645,157 @@ TEST(LogScanExample, AMissingDirectoryFails) {
   EXPECT_EQ(WEXITSTATUS(*status), 1);
   EXPECT_FALSE(std::filesystem::exists(report));
   EXPECT_FALSE(std::filesystem::exists(report.string() + ".tmp"));
+}
+
+// ---- run_parallel ----
+
+// A finished run: the exit status (waitpid's, nullopt if it did not exit
+// within kPatience), what it wrote on stdout and on stderr, and how long it
+// took.
+struct Finished {
+  std::optional<int> status;
+  std::string out;
+  std::string err;
+  Clock::duration took{};
+};
+
+// Runs `path` with `args`, its stdout and stderr into files of `dir`.
+Finished run_to_end(const std::string& path, std::vector<std::string> args,
+                    const std::filesystem::path& dir) {
+  const std::string out_path = (dir / "stdout").string();
+  const std::string err_path = (dir / "stderr").string();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> argv;
+  args.insert(args.begin(), path);
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  Finished run;
+  const auto started = Clock::now();
+  pid_t pid = -1;
+  const int err = ::posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_EQ(err, 0) << path << ": " << std::strerror(err);
+  if (err != 0) return run;
+  const auto deadline = started + kPatience;
+  for (;;) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      run.status = status;
+      break;
+    }
+    if (Clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  run.took = Clock::now() - started;
+  run.out = read_file(out_path);
+  run.err = read_file(err_path);
+  return run;
+}
+
+// The lines of `text` (without their '\n').
+std::vector<std::string> lines_of(std::string_view text) {
+  std::vector<std::string> lines;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    lines.emplace_back(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+  return lines;
+}
+
+bool has_line(const std::vector<std::string>& lines, std::string_view prefix) {
+  for (const std::string& line : lines)
+    if (line.starts_with(prefix)) return true;
+  return false;
+}
+
+// A success, a failure, a program that does not exist and one that outlives
+// its timeout, two at a time (one line is blank: skipped, but counted in
+// the line numbers; bare names are searched in PATH).
+TEST(RunParallelExample, PrefixesOutputReportsEachOutcomeAndFails) {
+  TempDir dir("volt-run-parallel-test");
+  const std::filesystem::path commands = dir.path() / "commands.txt";
+  write_file(commands,
+             "echo hello   from\tone\n"
+             "/bin/sh -c echo_to_stderr\n"
+             "\n"
+             "/nonexistent/program --flag\n"
+             "sleep 10\n"
+             "/bin/ls /nonexistent-run-parallel-path\n");
+  const Finished run =
+      run_to_end(example("run_parallel"), {"-j", "2", "-t", "1", commands.string()}, dir.path());
+  ASSERT_TRUE(run.status) << "run_parallel hung";
+  EXPECT_TRUE(WIFEXITED(*run.status));
+  EXPECT_EQ(WEXITSTATUS(*run.status), 1) << run.out << run.err;
+  // One timeout of 1 s, the other commands quick: well under kPatience, and
+  // not waiting for sleep's 10 s.
+  EXPECT_LT(run.took, 8s);
+
+  const std::vector<std::string> out = lines_of(run.out);
+  const std::vector<std::string> err = lines_of(run.err);
+  // Line 1: its output on stdout, split on white space, then its status.
+  EXPECT_TRUE(has_line(out, "[1] hello from one")) << run.out;
+  EXPECT_TRUE(has_line(out, "[1] exit 0 (")) << run.out;
+  // Line 2: sh cannot find the command: its complaint on stderr, prefixed,
+  // and exit 127.
+  EXPECT_TRUE(has_line(err, "[2] ")) << run.err;
+  EXPECT_TRUE(has_line(out, "[2] failed: exit 127 (")) << run.out;
+  // Line 4: not started at all (an error from spawn, naming the cause).
+  EXPECT_TRUE(has_line(out, "[4] could not start: /nonexistent/program: ")) << run.out;
+  // Line 5: killed at its timeout.
+  EXPECT_TRUE(has_line(out, "[5] timed out after 1.00 s: killed")) << run.out;
+  // Line 6: ls's error on stderr, prefixed, and its non-zero exit.
+  EXPECT_TRUE(has_line(err, "[6] ")) << run.err;
+  EXPECT_TRUE(has_line(out, "[6] failed: exit ")) << run.out;
+  // Nothing unprefixed but the summary, which comes last.
+  ASSERT_FALSE(out.empty());
+  for (std::size_t i = 0; i + 1 < out.size(); ++i)
+    EXPECT_TRUE(out[i].starts_with("[")) << out[i];
+  for (const std::string& line : err)
+    EXPECT_TRUE(line.starts_with("[")) << line;
+  EXPECT_EQ(out.back(), "5 command(s): 1 succeeded, 2 failed, 1 timed out, 1 could not start");
+}
+
+TEST(RunParallelExample, AllSucceedingExitsZeroAndAMissingFileOrBadUsageFails) {
+  TempDir dir("volt-run-parallel-ok-test");
+  const std::filesystem::path commands = dir.path() / "commands.txt";
+  std::string many;
+  for (int i = 0; i < 6; ++i)
+    many += "/bin/echo line " + std::to_string(i) + "\n";
+  write_file(commands, many);
+  Finished run = run_to_end(example("run_parallel"), {"-j", "3", commands.string()}, dir.path());
+  ASSERT_TRUE(run.status);
+  EXPECT_TRUE(exited_zero(run.status)) << run.out << run.err;
+  const std::vector<std::string> out = lines_of(run.out);
+  for (int i = 0; i < 6; ++i) {
+    const std::string prefix = "[" + std::to_string(i + 1) + "] ";
+    EXPECT_TRUE(has_line(out, prefix + "line " + std::to_string(i))) << run.out;
+    EXPECT_TRUE(has_line(out, prefix + "exit 0 (")) << run.out;
+  }
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.back(), "6 command(s): 6 succeeded, 0 failed, 0 timed out, 0 could not start");
+  EXPECT_EQ(run.err, "");
+
+  run = run_to_end(example("run_parallel"), {(dir.path() / "missing.txt").string()}, dir.path());
+  ASSERT_TRUE(run.status);
+  EXPECT_TRUE(WIFEXITED(*run.status));
+  EXPECT_EQ(WEXITSTATUS(*run.status), 1);
+
+  run = run_to_end(example("run_parallel"), {"-j", "0", commands.string()}, dir.path());
+  ASSERT_TRUE(run.status);
+  EXPECT_TRUE(WIFEXITED(*run.status));
+  EXPECT_EQ(WEXITSTATUS(*run.status), 2);
 }
 
 }  // namespace
