@@ -414,6 +414,57 @@ TEST_P(ProcessTest, ChildClosingItsStdinEarlyGivesBrokenPipeNotSigpipe) {
   EXPECT_TRUE(now.sa_handler == SIG_IGN) << "volt sets SIGPIPE to SIG_IGN (io/pipe.hpp)";
 }
 
+TEST_P(ProcessTest, ChildPipesWorkWithTheGenericIoUtilities) {
+  // BufWriter over a child's stdin, BufReader::lines over its stdout, and
+  // io::write_all of each line into another child's stdin.
+  auto body = []() -> Task<void> {
+    Command sorter("sort");
+    sorter.stdin(Stdio::piped()).stdout(Stdio::piped());
+    Expected<Child> sort = sorter.spawn();
+    EXPECT_TRUE(sort) << sort.error().message();
+    if (!sort) co_return;
+    Command counter("wc");
+    counter.arg("-l").stdin(Stdio::piped()).stdout(Stdio::piped());
+    Expected<Child> wc = counter.spawn();
+    EXPECT_TRUE(wc) << wc.error().message();
+    if (!wc) co_return;
+    {
+      io::BufWriter<process::ChildStdin> in(std::move(*sort->stdin));
+      sort->stdin.reset();
+      for (int i = 999; i >= 0; --i) {
+        std::string line = std::to_string(i);
+        line += '\n';
+        Expected<void> w = co_await io::write_all(in, io::ConstBuffer(line.data(), line.size()));
+        EXPECT_TRUE(w);
+      }
+      Expected<void> closed = co_await in.shutdown();  // flush, then end of input
+      EXPECT_TRUE(closed);
+    }
+    // sort's output, line by line, also copied into wc.
+    auto lines = io::BufReader<process::ChildStdout>(std::move(*sort->stdout)).lines();
+    std::vector<std::string> got;
+    for (;;) {
+      Expected<std::optional<std::string>> line = co_await lines.next_line();
+      EXPECT_TRUE(line);
+      if (!line || !line->has_value()) break;
+      std::string text = **line;
+      text += '\n';
+      Expected<void> w =
+          co_await io::write_all(*wc->stdin, io::ConstBuffer(text.data(), text.size()));
+      EXPECT_TRUE(w);
+      got.push_back(std::move(**line));
+    }
+    EXPECT_EQ(got.size(), 1000u);
+    EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
+    Expected<Output> counted = co_await std::move(*wc).wait_with_output();
+    EXPECT_TRUE(counted);
+    EXPECT_EQ(std::strtol(counted->stdout.c_str(), nullptr, 10), 1000);
+    Expected<ExitStatus> st = co_await sort->wait();
+    EXPECT_TRUE(st && st->success());
+  };
+  rt().block_on(body());
+}
+
 TEST_P(ProcessTest, PipelineWithoutAShell) {
   auto body = []() -> Task<void> {
     Command a("sh");
