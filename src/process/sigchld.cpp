@@ -1,10 +1,12 @@
 // The SIGCHLD fallback, for kernels without pidfds (or VOLT_PROCESS_PIDFD=0).
 //
 // The registry maps the pid of every child spawned in this mode and not yet
-// reaped to its ExitWatch (shared with its Child, if that still exists). One
-// "volt-sigchld" thread waits on volt::signal's SIGCHLD stream
-// (Signal::recv_blocking) and, after each delivery (deliveries coalesce),
-// scans:
+// reaped to its ExitWatch (shared with its Child, if that still exists). A
+// "volt-sigchld-w" thread waits on volt::signal's SIGCHLD stream
+// (Signal::recv_blocking) and wakes the "volt-sigchld" scanner, which scans
+// after each delivery (deliveries coalesce) and, while children are
+// registered, every 100 ms in any case (a lost SIGCHLD delays an exit by at
+// most that; see scanner()):
 //
 //   1. Peek: waitid(P_ALL, WEXITED | WNOHANG | WNOWAIT) names one exited
 //      child without reaping it. If it is ours, reap that pid
@@ -28,9 +30,12 @@
 // fall between its check and its wait.
 //
 // Limits (documented in process.hpp): a SIGCHLD handler installed by
-// someone else after ours replaces it (then exits are seen only by
-// try_wait); SIGCHLD set to SIG_IGN makes the kernel reap children itself
+// someone else after ours replaces it (then exits are seen by the 100 ms
+// sweep only); SIGCHLD set to SIG_IGN makes the kernel reap children itself
 // (wait gives ECHILD).
+//
+// Lock order: registry mutex, then the Wakeup's mutex (sigchld_register);
+// the scanner never holds the Wakeup's mutex while taking the registry's.
 //
 // Lock order: registry mutex, then an ExitWatch's lock. notify_one is called
 // after the watch's lock is released (under the registry mutex: it only
@@ -39,6 +44,8 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <mutex>
 #include <thread>
@@ -112,10 +119,65 @@ void scan() {
   }
 }
 
-void run(volt::signal::Signal sigchld) {
-  ::pthread_setname_np(::pthread_self(), "volt-sigchld");
+// Wakes the scanner: a SIGCHLD arrived (pending), or a child was registered
+// (the scanner recomputes its timeout).
+struct Wakeup {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool pending = false;  // a delivery; guarded by mutex
+  bool kicked = false;   // a registration; guarded by mutex
+};
+
+Wakeup& wakeup() {
+  static Wakeup* w = new Wakeup;  // leaked, as the registry
+  return *w;
+}
+
+bool have_children() {
+  Registry& r = registry();
+  std::lock_guard guard(r.mutex);
+  return !r.children.empty();
+}
+
+// "volt-sigchld-wait": turns each SIGCHLD delivery into a wake-up.
+void listen(volt::signal::Signal sigchld) {
+  ::pthread_setname_np(::pthread_self(), "volt-sigchld-w");
+  Wakeup& w = wakeup();
   for (;;) {
     sigchld.recv_blocking();
+    {
+      std::lock_guard guard(w.mutex);
+      w.pending = true;
+    }
+    w.cv.notify_one();
+  }
+}
+
+// "volt-sigchld": scans after each delivery and, while children are
+// registered, at least every kSweep (a SIGCHLD can be lost to us: a handler
+// installed later by someone else replaces ours, and ThreadSanitizer holds
+// a signal that lands on a thread parked in a raw futex). An idle process
+// with no fallback child makes no wake-ups.
+void scanner() {
+  ::pthread_setname_np(::pthread_self(), "volt-sigchld");
+  constexpr auto kSweep = std::chrono::milliseconds(100);
+  Wakeup& w = wakeup();
+  for (;;) {
+    // Looked at before taking w.mutex (lock order: registry, then w.mutex,
+    // as sigchld_register takes them); a registration after the look sets
+    // `kicked`, so the wait below cannot miss it.
+    const bool any = have_children();
+    {
+      std::unique_lock lock(w.mutex);
+      if (!w.pending && !w.kicked) {
+        if (any)
+          w.cv.wait_for(lock, kSweep);
+        else
+          w.cv.wait(lock);
+      }
+      w.pending = false;
+      w.kicked = false;
+    }
     scan();
   }
 }
@@ -129,7 +191,8 @@ Expected<std::unique_lock<std::mutex>> sigchld_lock_for_spawn() noexcept {
     try {
       // The Signal first: every SIGCHLD after this is counted for it.
       volt::signal::Signal sigchld = volt::signal::signal(SIGCHLD);
-      std::thread(run, std::move(sigchld)).detach();
+      std::thread(listen, std::move(sigchld)).detach();
+      std::thread(scanner).detach();
     } catch (const std::system_error& e) {
       return e.code();
     } catch (...) {
@@ -144,6 +207,13 @@ std::shared_ptr<ExitWatch> sigchld_register(pid_t pid) {
   auto w = std::make_shared<ExitWatch>();
   w->pid = pid;
   registry().children.emplace(pid, w);  // the caller holds the mutex
+  // The scanner may be waiting without a timeout (no children until now).
+  Wakeup& wake = wakeup();
+  {
+    std::lock_guard guard(wake.mutex);
+    wake.kicked = true;
+  }
+  wake.cv.notify_one();
   return w;
 }
 

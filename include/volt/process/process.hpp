@@ -61,9 +61,9 @@
 //  - SIGCHLD set to SIG_IGN by the program makes the kernel reap children
 //    itself: wait() then gives ECHILD (in both modes).
 //  - The SIGCHLD fallback installs volt::signal's SIGCHLD handler (a handler
-//    installed later by someone else replaces it, and exits are then seen
-//    only by try_wait), serialises spawn() calls with a mutex, and reaps a
-//    dropped child when its SIGCHLD arrives. A zombie child of another
+//    installed later by someone else replaces it; exits are then seen by a
+//    sweep made every 100 ms while fallback children exist), serialises
+//    spawn() calls with a mutex, and reaps a dropped child when it exits. A zombie child of another
 //    library that it does not reap makes each SIGCHLD try every registered
 //    child (see src/process/sigchld.cpp).
 //  - SIGPIPE: see io/pipe.hpp (set to SIG_IGN in this process if it was
