@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,6 +30,9 @@ void reaper_adopt_pidfd(int pidfd, pid_t pid) noexcept;
 // The same for a child known only by its pid (its pidfd could not be made):
 // swept with waitid(WNOHANG) every 50 ms while any is left.
 void reaper_adopt_pid(pid_t pid) noexcept;
+// Children the reaper still holds (pidfds not yet closed, pids not yet
+// reaped): for tests.
+std::size_t reaper_pending() noexcept;
 
 // ---- The SIGCHLD fallback (sigchld.cpp) ----
 // One child's exit, shared by its Child and the registry. The scanner

@@ -41,6 +41,7 @@ struct Reaper {
   int epoll_fd = -1;        // set before the thread starts, then constant
   int event_fd = -1;        // likewise
   std::vector<pid_t> pids;  // pid-only orphans; guarded by mutex
+  std::size_t pidfds = 0;   // pidfds held (for tests); guarded by mutex
 };
 
 Reaper& reaper() {
@@ -89,6 +90,8 @@ void run(Reaper* r) {
         epoll_event unused{};
         ::epoll_ctl(r->epoll_fd, EPOLL_CTL_DEL, fd, &unused);
         ::close(fd);
+        std::lock_guard guard(r->mutex);
+        --r->pidfds;
       }
     }
     std::lock_guard guard(r->mutex);
@@ -131,7 +134,10 @@ void reaper_adopt_pidfd(int pidfd, pid_t pid) noexcept {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = pidfd;
-    if (::epoll_ctl(r.epoll_fd, EPOLL_CTL_ADD, pidfd, &ev) == 0) return;
+    if (::epoll_ctl(r.epoll_fd, EPOLL_CTL_ADD, pidfd, &ev) == 0) {
+      ++r.pidfds;
+      return;
+    }
   }
   ::close(pidfd);
   // No epoll slot (ENOMEM, ENOSPC: max_user_watches) or no thread: the
@@ -159,6 +165,12 @@ void reaper_adopt_pid(pid_t pid) noexcept {
   }
   const std::uint64_t one = 1;
   [[maybe_unused]] const ssize_t put = ::write(r.event_fd, &one, sizeof one);
+}
+
+std::size_t reaper_pending() noexcept {
+  Reaper& r = reaper();
+  std::lock_guard guard(r.mutex);
+  return r.pidfds + r.pids.size();
 }
 
 }  // namespace volt::process::detail

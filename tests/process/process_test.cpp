@@ -560,6 +560,9 @@ TEST_P(ProcessTest, DroppedChildrenAreReaped) {
   rt().block_on(body());
   EXPECT_TRUE(wait_until([] { return count_zombies() == 0; }))
       << count_zombies() << " zombies left";
+  // And the reaper let go of every pidfd it was given (pidfd mode).
+  EXPECT_TRUE(wait_until([] { return process::detail::reaper_pending() == 0; }))
+      << process::detail::reaper_pending() << " still held";
 }
 
 TEST_P(ProcessTest, KillOnDropKillsAndReaps) {
@@ -675,6 +678,9 @@ TEST_P(ProcessTest, ChildSeesOnlyItsStdioDescriptors) {
 }
 
 TEST_P(ProcessTest, EmfileAtSpawnLeaksNothing) {
+  // Children dropped by earlier tests of this process (gtest_repeat,
+  // shuffle) must be gone first: the reaper closes their pidfds meanwhile.
+  ASSERT_TRUE(wait_until([] { return process::detail::reaper_pending() == 0; }));
   rlimit lim{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
   auto body = [](int spare) -> Task<std::error_code> {
