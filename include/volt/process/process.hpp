@@ -57,15 +57,17 @@
 //    (pidfd_send_signal), so they can never reach another process that
 //    reused the pid. Once the child was reaped they send nothing and succeed.
 //  - wait_with_output() and output() read stdout and stderr concurrently:
-//    a child filling both pipes cannot deadlock.
+//    a child filling both pipes cannot deadlock. Cancelling them (or
+//    status()) drops the Child: it keeps running unless kill_on_drop(true)
+//    was set, and is reaped in the background either way.
 //  - SIGCHLD set to SIG_IGN by the program makes the kernel reap children
 //    itself: wait() then gives ECHILD (in both modes).
 //  - The SIGCHLD fallback installs volt::signal's SIGCHLD handler (a handler
 //    installed later by someone else replaces it; exits are then seen by a
 //    sweep made every 100 ms while fallback children exist), serialises
-//    spawn() calls with a mutex, and reaps a dropped child when it exits. A zombie child of another
-//    library that it does not reap makes each SIGCHLD try every registered
-//    child (see src/process/sigchld.cpp).
+//    spawn() calls with a mutex, and reaps a dropped child when it exits.
+//    A zombie child of another library that it does not reap makes each
+//    SIGCHLD try every registered child (see src/process/sigchld.cpp).
 //  - SIGPIPE: see io/pipe.hpp (set to SIG_IGN in this process if it was
 //    SIG_DFL; children get SIG_DFL back).
 //
