@@ -779,7 +779,9 @@ TEST(RunParallelExample, AllSucceedingExitsZeroAndAMissingFileOrBadUsageFails) {
   EXPECT_TRUE(exited_zero(run.status)) << run.out << run.err;
   const std::vector<std::string> out = lines_of(run.out);
   for (int i = 0; i < 6; ++i) {
-    const std::string prefix = "[" + std::to_string(i + 1) + "] ";
+    std::string prefix = "[";  // not "[" + ...: a false -Wrestrict under GCC 12
+    prefix += std::to_string(i + 1);
+    prefix += "] ";
     EXPECT_TRUE(has_line(out, prefix + "line " + std::to_string(i))) << run.out;
     EXPECT_TRUE(has_line(out, prefix + "exit 0 (")) << run.out;
   }
