@@ -53,15 +53,6 @@ constexpr unsigned char pattern(std::uint64_t i) {
   return static_cast<unsigned char>(i % 251);
 }
 
-template <class T>
-T expect(volt::Expected<T> result, const char* what) {
-  if (!result) throw std::runtime_error(std::string(what) + ": " + result.error().message());
-  return std::move(*result);
-}
-void expect(volt::Expected<void> result, const char* what) {
-  if (!result) throw std::runtime_error(std::string(what) + ": " + result.error().message());
-}
-
 std::vector<char> pattern_bytes(std::size_t len) {
   std::vector<char> bytes(len);
   for (std::size_t i = 0; i < len; ++i)

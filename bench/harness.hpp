@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,18 @@ namespace volt_bench {
 
 struct Config;
 struct Record;
+
+// The value, or a std::runtime_error naming what failed (the harness prints
+// it and exits non-zero, as the Tokio side panics). For the tiers whose
+// workloads call fallible operations (net, files, processes).
+template <class T>
+T expect(volt::Expected<T> result, const char* what) {
+  if (!result) throw std::runtime_error(std::string(what) + ": " + result.error().message());
+  return std::move(*result);
+}
+inline void expect(volt::Expected<void> result, const char* what) {
+  if (!result) throw std::runtime_error(std::string(what) + ": " + result.error().message());
+}
 
 enum class Workload {
   // Runs on the calling (main) thread; no runtime exists (tiers 1 and 2).

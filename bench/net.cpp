@@ -45,17 +45,6 @@ using volt::net::TcpStream;
 
 constexpr std::size_t kMessageLen = 64;
 
-// The value, or a std::runtime_error naming what failed (the harness prints
-// it and exits non-zero, as the Tokio side panics).
-template <class T>
-T expect(volt::Expected<T> result, const char* what) {
-  if (!result) throw std::runtime_error(std::string(what) + ": " + result.error().message());
-  return std::move(*result);
-}
-void expect(volt::Expected<void> result, const char* what) {
-  if (!result) throw std::runtime_error(std::string(what) + ": " + result.error().message());
-}
-
 TcpListener loopback_listener(std::uint16_t port) {
   return expect(TcpListener::bind(SocketAddr(volt::net::IpAddr::v4_loopback(), port)),
                 "cannot listen on 127.0.0.1");

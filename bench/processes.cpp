@@ -27,15 +27,6 @@ using volt::process::ExitStatus;
 using volt::process::Output;
 using volt::process::Stdio;
 
-template <class T>
-T expect(volt::Expected<T> result, const char* what) {
-  if (!result) throw std::runtime_error(std::string(what) + ": " + result.error().message());
-  return std::move(*result);
-}
-void expect(volt::Expected<void> result, const char* what) {
-  if (!result) throw std::runtime_error(std::string(what) + ": " + result.error().message());
-}
-
 // Spawn /bin/true and await its exit status, one after another.
 volt::Task<Sample> process_spawn_wait(std::uint64_t ops) {
   Meter meter = Meter::start();
