@@ -1,0 +1,375 @@
+// volt/tls/stream.hpp: a TLS connection over any byte stream (TcpStream,
+// UnixStream, a pipe pair...), as tokio-openssl's SslStream or Asio's
+// ssl::stream.
+//
+//   volt::net::TcpStream tcp = (co_await volt::net::TcpStream::connect(addr)).value();
+//   volt::tls::Stream<volt::net::TcpStream> tls =
+//       (co_await volt::tls::connect(client_ctx, std::move(tcp), "example.com")).value();
+//   (co_await tls.write_all(std::string_view("GET / HTTP/1.1\r\n..."))).value();
+//   char buf[4096];
+//   std::size_t n = (co_await tls.read(buf)).value();  // 0: the peer closed cleanly
+//   (co_await tls.shutdown()).value();                  // close_notify, then FIN
+//
+//   // Server side, a task per connection:
+//   auto tls = co_await volt::tls::accept(server_ctx, std::move(tcp));
+//   if (!tls) log(tls.error().message());  // "certificate verify failed: ..."
+//
+// Guarantees:
+//  - Stream<S> models io::AsyncRead and io::AsyncWrite, so BufReader,
+//    lines(), io::copy and io::copy_bidirectional work over TLS. S must
+//    model both too; its read and its write are called from the two sides
+//    of a split at once (as sockets and pipes allow).
+//  - read(): the bytes of one or more records; 0 at the peer's close_notify
+//    (and on every later read); errc::unexpected_eof when the transport ends
+//    without one (a truncation attack is not an end of stream).
+//  - write(): returns once the ciphertext of the bytes it reports is handed
+//    to the transport (at most Session::kMaxWrite per call), so nothing
+//    waits in volt's buffers after it returns: flush() only finishes what a
+//    cancelled write left queued.
+//  - One read and one write may run at once, from two tasks on any workers
+//    (split() or into_split() hand them out; the Stream itself allows it
+//    too). Two reads at once, or two writes at once, are not allowed.
+//  - Cancellation (timeout, select, abort) between two awaits of the
+//    transport: OpenSSL is never left inside a call, so the next operation
+//    continues the connection correctly. A cancelled read loses nothing
+//    (ciphertext it fetched stays queued for the next read, provided S's
+//    read is cancel-safe, as volt's sockets are). A cancelled write may
+//    already have encrypted its bytes: they are sent, in order, before
+//    anything written later (by the next write, flush or shutdown).
+//  - Errors are values (Expected), never exceptions: handshake and record
+//    errors carry OpenSSL's reason (tls::category(), tls::verify_category()),
+//    the transport's errors pass through. An error from OpenSSL is sticky:
+//    every later read and write returns it.
+//  - Timeouts: wrap any call, e.g. volt::timeout(5s, tls::accept(ctx, std::move(tcp))).
+//  - Allocation: a Stream allocates its queues once (32 KiB of input, the
+//    output grows to the largest write's ciphertext and stays); reads and
+//    writes after that allocate nothing in volt (OpenSSL keeps its own
+//    record buffers).
+//  - Dropping a Stream without shutdown() closes the transport without
+//    close_notify: the peer sees a truncated stream.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "volt/expected.hpp"
+#include "volt/io/async_io.hpp"
+#include "volt/io/buffer.hpp"
+#include "volt/net/tcp.hpp"
+#include "volt/task/task.hpp"
+#include "volt/tls/context.hpp"
+#include "volt/tls/session.hpp"
+
+namespace volt::tls {
+
+template <class S>
+class Stream;
+
+template <class S>
+Task<Expected<Stream<S>>> connect(const Context& context, S transport,
+                                  std::string_view server_name);
+template <class S>
+Task<Expected<Stream<S>>> accept(const Context& context, S transport);
+
+template <class S>
+class ReadHalf;
+template <class S>
+class WriteHalf;
+
+template <class S>
+class Stream {
+ public:
+  Stream(Stream&&) noexcept = default;
+  Stream& operator=(Stream&&) noexcept = default;
+
+  Task<Expected<std::size_t>> read(io::MutableBuffer buf);
+  Task<Expected<std::size_t>> write(io::ConstBuffer buf);
+  Task<Expected<void>> write_all(io::ConstBuffer buf);
+  Task<Expected<void>> flush();
+  // Sends close_notify (once), then shuts the transport's write direction.
+  // It does not wait for the peer's close_notify: read() to 0 for that.
+  Task<Expected<void>> shutdown();
+
+  // The protocol ALPN chose ("" if none).
+  std::string alpn_protocol() const { return session_->alpn(); }
+  std::optional<CertificateInfo> peer_certificate() const { return session_->peer_certificate(); }
+  Version version() const { return session_->version(); }
+  ::ssl_st* native_handle() const noexcept { return session_->native_handle(); }
+  S& get_ref() noexcept { return transport_; }
+  const S& get_ref() const noexcept { return transport_; }
+
+  // Halves for two tasks: borrowed (the Stream must outlive them) or owned
+  // (they share the Stream; it is destroyed with the last of them).
+  std::pair<ReadHalf<S>, WriteHalf<S>> split() noexcept;
+  std::pair<ReadHalf<S>, WriteHalf<S>> into_split() &&;
+
+ private:
+  template <class T>
+  friend Task<Expected<Stream<T>>> connect(const Context&, T, std::string_view);
+  template <class T>
+  friend Task<Expected<Stream<T>>> accept(const Context&, T);
+
+  Stream(S transport, std::unique_ptr<detail::Session> session) noexcept
+      : transport_(std::move(transport)), session_(std::move(session)) {}
+
+  Task<Expected<void>> handshake();
+  // Sends queued ciphertext up to `upto` (queued() seen by the caller).
+  // wait: if another task is sending, wait until it has sent past upto
+  // (writers); otherwise leave it to that task (readers never wait).
+  Task<Expected<void>> send(std::uint64_t upto, bool wait);
+  // One transport read into the input queue (or, if another task holds the
+  // input claim, waits for it to finish one).
+  Task<Expected<void>> receive();
+
+  S transport_;
+  std::unique_ptr<detail::Session> session_;
+};
+
+template <class S>
+class ReadHalf {
+ public:
+  Task<Expected<std::size_t>> read(io::MutableBuffer buf) const { return stream_->read(buf); }
+
+ private:
+  friend class Stream<S>;
+  ReadHalf(Stream<S>* s, std::shared_ptr<Stream<S>> owner) noexcept
+      : stream_(s), owner_(std::move(owner)) {}
+  Stream<S>* stream_;
+  std::shared_ptr<Stream<S>> owner_;  // null for borrowed halves
+};
+
+template <class S>
+class WriteHalf {
+ public:
+  Task<Expected<std::size_t>> write(io::ConstBuffer buf) const { return stream_->write(buf); }
+  Task<Expected<void>> write_all(io::ConstBuffer buf) const { return stream_->write_all(buf); }
+  Task<Expected<void>> flush() const { return stream_->flush(); }
+  Task<Expected<void>> shutdown() const { return stream_->shutdown(); }
+
+ private:
+  friend class Stream<S>;
+  WriteHalf(Stream<S>* s, std::shared_ptr<Stream<S>> owner) noexcept
+      : stream_(s), owner_(std::move(owner)) {}
+  Stream<S>* stream_;
+  std::shared_ptr<Stream<S>> owner_;
+};
+
+// ---- implementation ----
+
+namespace detail {
+
+// Releases a claim when the operation holding it ends, cancelled or not.
+struct OutputClaim {
+  Session* s;
+  std::error_code failure;
+  ~OutputClaim() { s->release_output(failure); }
+};
+struct InputClaim {
+  Session* s;
+  std::error_code failure;
+  ~InputClaim() { s->release_input(failure); }
+};
+
+}  // namespace detail
+
+template <class S>
+Task<Expected<Stream<S>>> connect(const Context& context, S transport,
+                                  std::string_view server_name) {
+  Expected<std::unique_ptr<detail::Session>> session =
+      detail::Session::client(context, server_name);
+  if (!session) co_return session.error();
+  Stream<S> stream(std::move(transport), std::move(*session));
+  if (Expected<void> done = co_await stream.handshake(); !done) co_return done.error();
+  co_return std::move(stream);
+}
+
+template <class S>
+Task<Expected<Stream<S>>> accept(const Context& context, S transport) {
+  Expected<std::unique_ptr<detail::Session>> session = detail::Session::server(context);
+  if (!session) co_return session.error();
+  Stream<S> stream(std::move(transport), std::move(*session));
+  if (Expected<void> done = co_await stream.handshake(); !done) co_return done.error();
+  co_return std::move(stream);
+}
+
+template <class S>
+Task<Expected<void>> Stream<S>::handshake() {
+  for (;;) {
+    const detail::Step step = session_->handshake();
+    // Flights (ClientHello, the server's answer, Finished) go out before we
+    // wait for the peer's: it is waiting for them.
+    if (session_->sent() < session_->queued()) {
+      if (Expected<void> sent = co_await send(session_->queued(), true); !sent)
+        co_return sent.error();
+    }
+    switch (step.kind) {
+      case detail::Step::kDone:
+        co_return Expected<void>();
+      case detail::Step::kInput:
+        if (Expected<void> got = co_await receive(); !got) co_return got.error();
+        break;
+      case detail::Step::kEnd:  // close_notify during the handshake
+        co_return Expected<void>(make_error_code(errc::unexpected_eof));
+      case detail::Step::kError:
+        co_return Expected<void>(step.error);
+    }
+  }
+}
+
+template <class S>
+Task<Expected<void>> Stream<S>::send(std::uint64_t upto, bool wait) {
+  for (;;) {
+    if (session_->sent() >= upto) co_return Expected<void>();
+    // Made before the claim is tried: a release between the try and the
+    // await still completes it (notify_waiters covers every Notified made
+    // before the call).
+    Notify::Notified released = session_->changed().notified();
+    const detail::Session::Claim claim = session_->claim_output(wait);
+    if (claim == detail::Session::Claim::kFailed) co_return session_->output_error();
+    if (claim == detail::Session::Claim::kBusy) {
+      if (!wait) co_return Expected<void>();  // the sender takes our bytes along
+      const detail::Session::Waiting counted(*session_);
+      co_await std::move(released);
+      continue;
+    }
+    detail::OutputClaim held{session_.get(), {}};
+    for (;;) {
+      const io::ConstBuffer chunk = session_->next_output();
+      if (chunk.empty()) break;
+      Expected<std::size_t> n = co_await transport_.write(chunk);
+      if (!n) {
+        held.failure = n.error();
+        co_return n.error();
+      }
+      if (*n == 0) {
+        held.failure = make_error_code(errc::write_zero);
+        co_return held.failure;
+      }
+      session_->output_sent(*n);
+    }
+    // sent() has reached everything queued when next_output() came back
+    // empty, which includes upto: the loop's test ends it.
+  }
+}
+
+template <class S>
+Task<Expected<void>> Stream<S>::receive() {
+  Notify::Notified released = session_->changed().notified();
+  if (session_->claim_input(true) != detail::Session::Claim::kTaken) {
+    // Another task is reading the transport (a write that needs input, only
+    // possible mid-handshake): what it brings is ours too.
+    const detail::Session::Waiting counted(*session_);
+    co_await std::move(released);
+    co_return Expected<void>();
+  }
+  detail::InputClaim claim{session_.get(), {}};
+  Expected<std::size_t> n = co_await transport_.read(session_->input_space());
+  if (!n) {
+    claim.failure = n.error();
+    co_return n.error();
+  }
+  session_->input_received(*n);
+  co_return Expected<void>();
+}
+
+template <class S>
+Task<Expected<std::size_t>> Stream<S>::read(io::MutableBuffer buf) {
+  if (buf.empty()) co_return std::size_t{0};
+  for (;;) {
+    const detail::Step step = session_->read(buf);
+    // Bytes the read queued (a KeyUpdate answer, a close_notify reply) go
+    // out now, unless a writer is sending: then it takes them along.
+    if (session_->sent() < session_->queued()) {
+      if (Expected<void> sent = co_await send(session_->queued(), false); !sent)
+        co_return sent.error();
+    }
+    switch (step.kind) {
+      case detail::Step::kDone:
+        co_return step.n;
+      case detail::Step::kEnd:
+        co_return std::size_t{0};
+      case detail::Step::kError:
+        co_return step.error;
+      case detail::Step::kInput:
+        if (Expected<void> got = co_await receive(); !got) co_return got.error();
+        break;
+    }
+  }
+}
+
+template <class S>
+Task<Expected<std::size_t>> Stream<S>::write(io::ConstBuffer buf) {
+  if (buf.empty()) co_return std::size_t{0};
+  // What an earlier, cancelled write left queued goes first.
+  if (session_->sent() < session_->queued()) {
+    if (Expected<void> sent = co_await send(session_->queued(), true); !sent)
+      co_return sent.error();
+  }
+  for (;;) {
+    const detail::Step step = session_->write(buf);
+    switch (step.kind) {
+      case detail::Step::kDone: {
+        if (Expected<void> sent = co_await send(session_->queued(), true); !sent)
+          co_return sent.error();
+        co_return step.n;
+      }
+      case detail::Step::kInput:  // mid-handshake only (renegotiation is refused)
+        if (Expected<void> got = co_await receive(); !got) co_return got.error();
+        break;
+      case detail::Step::kEnd:
+        co_return make_error_code(std::errc::broken_pipe);
+      case detail::Step::kError:
+        co_return step.error;
+    }
+  }
+}
+
+template <class S>
+Task<Expected<void>> Stream<S>::write_all(io::ConstBuffer buf) {
+  while (!buf.empty()) {
+    Expected<std::size_t> n = co_await write(buf);
+    if (!n) co_return n.error();
+    buf = buf.after(*n);
+  }
+  co_return Expected<void>();
+}
+
+template <class S>
+Task<Expected<void>> Stream<S>::flush() {
+  if (session_->sent() < session_->queued()) {
+    if (Expected<void> sent = co_await send(session_->queued(), true); !sent)
+      co_return sent.error();
+  }
+  co_return co_await transport_.flush();
+}
+
+template <class S>
+Task<Expected<void>> Stream<S>::shutdown() {
+  const detail::Step step = session_->close_notify();
+  if (step.kind == detail::Step::kError) co_return step.error;
+  if (Expected<void> sent = co_await send(session_->queued(), true); !sent) co_return sent.error();
+  co_return co_await transport_.shutdown();
+}
+
+template <class S>
+std::pair<ReadHalf<S>, WriteHalf<S>> Stream<S>::split() noexcept {
+  return {ReadHalf<S>(this, nullptr), WriteHalf<S>(this, nullptr)};
+}
+
+template <class S>
+std::pair<ReadHalf<S>, WriteHalf<S>> Stream<S>::into_split() && {
+  auto owner = std::make_shared<Stream<S>>(std::move(*this));
+  Stream<S>* s = owner.get();
+  return {ReadHalf<S>(s, owner), WriteHalf<S>(s, std::move(owner))};
+}
+
+// Compiled once in the library for TCP (src/tls/stream_tcp.cpp).
+extern template class Stream<net::TcpStream>;
+extern template Task<Expected<Stream<net::TcpStream>>> connect(const Context&, net::TcpStream,
+                                                               std::string_view);
+extern template Task<Expected<Stream<net::TcpStream>>> accept(const Context&, net::TcpStream);
+
+}  // namespace volt::tls

@@ -1,0 +1,434 @@
+// tls::detail::Session: one SSL object behind a BIO of our own that reads
+// from and appends to two in-memory queues (session.hpp has the design).
+#include "volt/tls/session.hpp"
+
+#include <arpa/inet.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <utility>
+
+#include "tls/context_state.hpp"
+#include "volt/error.hpp"
+
+namespace volt::tls::detail {
+namespace {
+
+// Our BIO type: BIO data is the Session; reads drain the input queue,
+// writes append to the output queue. Made once, never freed (OpenSSL keeps
+// a pointer in every BIO).
+BIO_METHOD* session_bio_method();
+
+long bio_ctrl(BIO* bio, int cmd, long, void*);
+
+int bio_create(BIO* bio) {
+  BIO_set_init(bio, 1);
+  return 1;
+}
+
+int bio_destroy(BIO*) {
+  return 1;
+}
+
+std::chrono::system_clock::time_point to_time_point(const ASN1_TIME* t) {
+  std::tm tm{};
+  if (t == nullptr || ASN1_TIME_to_tm(t, &tm) != 1) return {};
+  return std::chrono::system_clock::from_time_t(::timegm(&tm));
+}
+
+std::string name_string(const X509_NAME* name) {
+  BIO* out = BIO_new(BIO_s_mem());
+  if (out == nullptr) return {};
+  X509_NAME_print_ex(out, name, 0, XN_FLAG_RFC2253);
+  char* data = nullptr;
+  const long len = BIO_get_mem_data(out, &data);
+  std::string s(data, static_cast<std::size_t>(len > 0 ? len : 0));
+  BIO_free(out);
+  return s;
+}
+
+}  // namespace
+
+// ---- construction ----
+
+Session::Session(const Context& context) : context_(context.state()) {}
+
+Session::~Session() {
+  SSL_free(ssl_);  // frees the BIO too
+}
+
+Expected<std::unique_ptr<Session>> Session::client(const Context& context,
+                                                   std::string_view server_name) {
+  if (context.state() == nullptr || context.is_server())
+    return make_error_code(errc::invalid_argument);
+  std::unique_ptr<Session> s(new Session(context));
+  if (Expected<void> ok = s->init(false, server_name); !ok) return ok.error();
+  return s;
+}
+
+Expected<std::unique_ptr<Session>> Session::server(const Context& context) {
+  if (context.state() == nullptr || !context.is_server())
+    return make_error_code(errc::invalid_argument);
+  std::unique_ptr<Session> s(new Session(context));
+  if (Expected<void> ok = s->init(true, {}); !ok) return ok.error();
+  return s;
+}
+
+Expected<void> Session::init(bool server, std::string_view server_name) {
+  ERR_clear_error();
+  ssl_ = SSL_new(context_->ctx);
+  if (ssl_ == nullptr) return make_error_code(std::errc::not_enough_memory);
+  BIO* bio = BIO_new(session_bio_method());
+  if (bio == nullptr) return make_error_code(std::errc::not_enough_memory);
+  BIO_set_data(bio, this);
+  SSL_set_bio(ssl_, bio, bio);  // one BIO both ways: SSL owns one reference
+  SSL_set_app_data(ssl_, this);
+  if (server) {
+    SSL_set_accept_state(ssl_);
+    return {};
+  }
+  SSL_set_connect_state(ssl_);
+  server_name_.assign(server_name);
+  if (server_name_.empty()) {
+    // Whose certificate would we check? Refuse rather than accept anyone.
+    if (context_->verify_peer) return make_error_code(errc::invalid_argument);
+    return {};
+  }
+  unsigned char ip[16];
+  const bool is_ip = ::inet_pton(AF_INET, server_name_.c_str(), ip) == 1 ||
+                     ::inet_pton(AF_INET6, server_name_.c_str(), ip) == 1;
+  if (!is_ip && SSL_set_tlsext_host_name(ssl_, server_name_.c_str()) != 1)
+    return make_error_code(errc::invalid_argument);  // SNI carries DNS names only
+  if (context_->verify_peer) {
+    const int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), server_name_.c_str())
+                         : SSL_set1_host(ssl_, server_name_.c_str());
+    if (ok != 1) return make_error_code(errc::invalid_argument);
+  }
+  if (context_->resumption) {
+    const std::lock_guard<std::mutex> lock(context_->cache_mutex);
+    auto it = context_->cache.find(server_name_);
+    if (it != context_->cache.end()) SSL_set_session(ssl_, it->second);
+  }
+  return {};
+}
+
+int remember_session(SSL* ssl, SSL_SESSION* session) {
+  auto* self = static_cast<Session*>(SSL_get_app_data(ssl));
+  return self != nullptr ? self->remember(session) : 0;
+}
+
+int Session::remember(SSL_SESSION* session) {
+  if (server_name_.empty() || !context_->resumption) return 0;
+  const std::lock_guard<std::mutex> lock(context_->cache_mutex);
+  SSL_SESSION*& slot = context_->cache[server_name_];
+  if (slot != nullptr) SSL_SESSION_free(slot);
+  slot = session;
+  return 1;  // the reference is ours now
+}
+
+// ---- OpenSSL calls ----
+
+Step Session::finish(int rc, std::size_t n) {
+  if (rc == 1) return {Step::kDone, n, {}};
+  const int reason = SSL_get_error(ssl_, rc);
+  switch (reason) {
+    case SSL_ERROR_WANT_READ:
+      // Our BIO says "retry" only while the transport has not ended.
+      return {Step::kInput, 0, {}};
+    case SSL_ERROR_ZERO_RETURN:
+      return {Step::kEnd, 0, {}};
+    case SSL_ERROR_SYSCALL: {
+      // Nothing on the error queue: the transport ended under OpenSSL.
+      const unsigned long e = ERR_get_error();
+      fatal_ = e == 0 ? make_error_code(errc::unexpected_eof) : openssl_error(e);
+      break;
+    }
+    case SSL_ERROR_SSL: {
+      const unsigned long e = ERR_peek_last_error();
+      const long verify = SSL_get_verify_result(ssl_);
+      if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
+          ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+        fatal_ = make_error_code(errc::unexpected_eof);
+      } else if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
+                 ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED && verify != X509_V_OK) {
+        fatal_ = {static_cast<int>(verify), verify_category()};
+      } else {
+        fatal_ = e == 0 ? make_error_code(std::errc::protocol_error) : openssl_error(e);
+      }
+      break;
+    }
+    default:  // WANT_WRITE cannot happen (our BIO takes every write), nor the rest
+      fatal_ = make_error_code(std::errc::protocol_error);
+      break;
+  }
+  ERR_clear_error();
+  return {Step::kError, 0, fatal_};
+}
+
+Step Session::handshake() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (fatal_) return {Step::kError, 0, fatal_};
+  ERR_clear_error();
+  return finish(SSL_do_handshake(ssl_), 0);
+}
+
+Step Session::read(io::MutableBuffer buf) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (fatal_) return {Step::kError, 0, fatal_};
+  ERR_clear_error();
+  std::size_t n = 0;
+  const int rc = SSL_read_ex(ssl_, buf.data(), buf.size(), &n);
+  return finish(rc, n);
+}
+
+Step Session::write(io::ConstBuffer buf) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (fatal_) return {Step::kError, 0, fatal_};
+  if (close_notify_queued_) return {Step::kError, 0, make_error_code(std::errc::broken_pipe)};
+  ERR_clear_error();
+  std::size_t n = 0;
+  const int rc = SSL_write_ex(ssl_, buf.data(), std::min(buf.size(), kMaxWrite), &n);
+  return finish(rc, n);
+}
+
+Step Session::close_notify() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (fatal_) return {Step::kError, 0, fatal_};
+  if (close_notify_queued_) return {Step::kDone, 0, {}};
+  if (!SSL_is_init_finished(ssl_)) return {Step::kError, 0, make_error_code(std::errc::not_connected)};
+  ERR_clear_error();
+  // 0: ours sent, the peer's not seen yet; 1: both. Either way it is queued.
+  const int rc = SSL_shutdown(ssl_);
+  if (rc < 0) return finish(rc, 0);
+  close_notify_queued_ = true;
+  return {Step::kDone, 0, {}};
+}
+
+// ---- BIO ----
+
+int Session::bio_read(BIO* bio, char* data, int size) {
+  auto* self = static_cast<Session*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  // Called by OpenSSL inside a call we made with mutex_ held.
+  const std::size_t avail = self->in_tail_ - self->in_head_;
+  if (avail == 0) {
+    if (self->in_ended_) return 0;
+    BIO_set_retry_read(bio);
+    return -1;
+  }
+  const std::size_t n = std::min(avail, static_cast<std::size_t>(size));
+  std::memcpy(data, self->in_.get() + self->in_head_, n);
+  self->in_head_ += n;
+  return static_cast<int>(n);
+}
+
+int Session::bio_write(BIO* bio, const char* data, int size) {
+  auto* self = static_cast<Session*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  const auto* bytes = reinterpret_cast<const std::byte*>(data);
+  self->out_.insert(self->out_.end(), bytes, bytes + size);
+  // release: pairs with the acquire in queued(); the bytes themselves are
+  // published by mutex_.
+  self->queued_.store(self->queued_.load(std::memory_order_relaxed) + static_cast<unsigned>(size),
+                      std::memory_order_release);
+  return size;
+}
+
+namespace {
+
+long bio_ctrl(BIO* bio, int cmd, long, void*) {
+  switch (cmd) {
+    case BIO_CTRL_FLUSH:
+      return 1;  // the output queue is drained by Stream<S>, not here
+    case BIO_CTRL_EOF:
+      return static_cast<Session*>(BIO_get_data(bio))->input_ended_locked() ? 1 : 0;
+    default:
+      return 0;
+  }
+}
+
+BIO_METHOD* session_bio_method() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "volt tls session");
+    BIO_meth_set_write(m, Session::bio_write);
+    BIO_meth_set_read(m, Session::bio_read);
+    BIO_meth_set_ctrl(m, bio_ctrl);
+    BIO_meth_set_create(m, bio_create);
+    BIO_meth_set_destroy(m, bio_destroy);
+    return m;
+  }();
+  return method;
+}
+
+}  // namespace
+
+// ---- output queue ----
+
+Session::Claim Session::claim_output(bool count) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (out_error_) return Claim::kFailed;
+  if (out_claimed_) {
+    if (count) ++waiting_;
+    return Claim::kBusy;
+  }
+  out_claimed_ = true;
+  return Claim::kTaken;
+}
+
+io::ConstBuffer Session::next_output() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (flight_off_ == flight_.size()) {
+    // Swapped, not copied: both keep their capacity, so a steady stream of
+    // writes allocates nothing.
+    flight_.clear();
+    flight_off_ = 0;
+    std::swap(out_, flight_);
+  }
+  return {flight_.data() + flight_off_, flight_.size() - flight_off_};
+}
+
+void Session::output_sent(std::size_t n) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  flight_off_ += n;
+  // release: pairs with the acquire in sent().
+  sent_.store(sent_.load(std::memory_order_relaxed) + n, std::memory_order_release);
+}
+
+void Session::release_output(std::error_code failure) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  out_claimed_ = false;
+  if (failure && !out_error_) out_error_ = failure;
+  notify_if_waited(lock);
+}
+
+std::error_code Session::output_error() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return out_error_;
+}
+
+// ---- input queue ----
+
+Session::Claim Session::claim_input(bool count) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (in_claimed_) {
+    if (count) ++waiting_;
+    return Claim::kBusy;
+  }
+  in_claimed_ = true;
+  return Claim::kTaken;
+}
+
+io::MutableBuffer Session::input_space() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (!in_) in_ = std::make_unique<std::byte[]>(kInputCapacity);
+  if (in_head_ == in_tail_) {
+    in_head_ = in_tail_ = 0;
+  } else if (in_head_ > 0) {
+    // What is left is less than one record (OpenSSL asks for more only when
+    // it cannot finish the record at hand): move it to the front so a whole
+    // record always fits after it.
+    std::memmove(in_.get(), in_.get() + in_head_, in_tail_ - in_head_);
+    in_tail_ -= in_head_;
+    in_head_ = 0;
+  }
+  return {in_.get() + in_tail_, kInputCapacity - in_tail_};
+}
+
+void Session::input_received(std::size_t n) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (n == 0)
+    in_ended_ = true;
+  else
+    in_tail_ += n;
+}
+
+void Session::release_input(std::error_code failure) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  in_claimed_ = false;
+  if (failure && !fatal_) fatal_ = failure;  // a failed transport read ends the stream
+  notify_if_waited(lock);
+}
+
+bool Session::input_ended() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return in_ended_;
+}
+
+void Session::notify_if_waited(std::unique_lock<std::mutex>& lock) {
+  const bool someone = waiting_ > 0;
+  lock.unlock();
+  if (someone) changed_.notify_waiters();
+}
+
+Session::Waiting::~Waiting() {
+  const std::lock_guard<std::mutex> lock(session_.mutex_);
+  --session_.waiting_;
+}
+
+// ---- information ----
+
+std::string Session::alpn() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  const unsigned char* data = nullptr;
+  unsigned int len = 0;
+  SSL_get0_alpn_selected(ssl_, &data, &len);
+  return std::string(reinterpret_cast<const char*>(data), data != nullptr ? len : 0);
+}
+
+Version Session::version() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return SSL_version(ssl_) == TLS1_3_VERSION ? Version::tls1_3 : Version::tls1_2;
+}
+
+std::optional<CertificateInfo> Session::peer_certificate() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  X509* cert = SSL_get0_peer_certificate(ssl_);
+  if (cert == nullptr) return std::nullopt;
+  CertificateInfo info;
+  info.subject = name_string(X509_get_subject_name(cert));
+  info.issuer = name_string(X509_get_issuer_name(cert));
+  if (BIGNUM* serial = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr)) {
+    if (char* hex = BN_bn2hex(serial)) {
+      info.serial = hex;
+      OPENSSL_free(hex);
+    }
+    BN_free(serial);
+  }
+  info.not_before = to_time_point(X509_get0_notBefore(cert));
+  info.not_after = to_time_point(X509_get0_notAfter(cert));
+  if (auto* names = static_cast<GENERAL_NAMES*>(
+          X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr))) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
+      const GENERAL_NAME* name = sk_GENERAL_NAME_value(names, i);
+      if (name->type == GEN_DNS) {
+        const ASN1_IA5STRING* dns = name->d.dNSName;
+        info.dns_names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(dns)),
+                                    static_cast<std::size_t>(ASN1_STRING_length(dns)));
+      } else if (name->type == GEN_IPADD) {
+        const ASN1_OCTET_STRING* ip = name->d.iPAddress;
+        char text[INET6_ADDRSTRLEN] = {};
+        const int len = ASN1_STRING_length(ip);
+        if ((len == 4 || len == 16) &&
+            ::inet_ntop(len == 4 ? AF_INET : AF_INET6, ASN1_STRING_get0_data(ip), text,
+                        sizeof text) != nullptr)
+          info.ip_addresses.emplace_back(text);
+      }
+    }
+    GENERAL_NAMES_free(names);
+  }
+  const int der_len = i2d_X509(cert, nullptr);
+  if (der_len > 0) {
+    info.der.resize(static_cast<std::size_t>(der_len));
+    unsigned char* p = info.der.data();
+    i2d_X509(cert, &p);
+  }
+  return info;
+}
+
+}  // namespace volt::tls::detail
