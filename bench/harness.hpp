@@ -120,6 +120,7 @@ std::span<const Bench> time_benches();       // Tier 5, time.cpp
 std::span<const Bench> net_benches();        // Tier 6, net.cpp
 std::span<const Bench> file_benches();       // Tier 7, files.cpp
 std::span<const Bench> process_benches();    // Tier 8, processes.cpp
+std::span<const Bench> tls_benches();        // Tier 9, tls.cpp (with volt::tls only)
 
 // --serve-http PORT: serves http_plaintext's server on 127.0.0.1:PORT until
 // the process is killed (net.cpp).

@@ -54,6 +54,9 @@ constexpr TierFn kTiers[] = {
     net_benches,        // Tier 6: network
     file_benches,       // Tier 7: files
     process_benches,    // Tier 8: child processes
+#ifdef VOLT_BENCH_TLS
+    tls_benches,        // Tier 9: TLS
+#endif
 };
 
 struct UsageError {

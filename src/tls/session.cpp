@@ -137,6 +137,11 @@ int Session::remember(SSL_SESSION* session) {
 Step Session::finish(int rc, std::size_t n) {
   if (rc == 1) return {Step::kDone, n, {}};
   const int reason = SSL_get_error(ssl_, rc);
+  if (in_error_ && (reason == SSL_ERROR_SYSCALL || reason == SSL_ERROR_SSL)) {
+    fatal_ = in_error_;  // a direct read's transport error, as the transport said it
+    ERR_clear_error();
+    return {Step::kError, 0, fatal_};
+  }
   switch (reason) {
     case SSL_ERROR_WANT_READ:
       // Our BIO says "retry" only while the transport has not ended.
@@ -181,6 +186,8 @@ Step Session::handshake() {
 Step Session::read(io::MutableBuffer buf) {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
+  // SSL_get_error() trusts this thread's error queue: whatever another
+  // OpenSSL user on this worker left there must go first.
   ERR_clear_error();
   std::size_t n = 0;
   const int rc = SSL_read_ex(ssl_, buf.data(), buf.size(), &n);
@@ -191,7 +198,7 @@ Step Session::write(io::ConstBuffer buf) {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
   if (close_notify_queued_) return {Step::kError, 0, make_error_code(std::errc::broken_pipe)};
-  ERR_clear_error();
+  ERR_clear_error();  // see read()
   std::size_t n = 0;
   const int rc = SSL_write_ex(ssl_, buf.data(), std::min(buf.size(), kMaxWrite), &n);
   return finish(rc, n);
@@ -212,6 +219,22 @@ Step Session::close_notify() {
 
 // ---- BIO ----
 
+namespace {
+
+bool would_block(const std::error_code& e) {
+  return e == std::errc::resource_unavailable_try_again || e == std::errc::operation_would_block;
+}
+
+}  // namespace
+
+void Session::set_direct(const Direct& direct) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  direct_ = direct;
+  // Let OpenSSL ask for as much as its buffer holds: several small records,
+  // or a whole large one, per system call.
+  SSL_set_read_ahead(ssl_, 1);
+}
+
 int Session::bio_read(BIO* bio, char* data, int size) {
   auto* self = static_cast<Session*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
@@ -219,6 +242,21 @@ int Session::bio_read(BIO* bio, char* data, int size) {
   const std::size_t avail = self->in_tail_ - self->in_head_;
   if (avail == 0) {
     if (self->in_ended_) return 0;
+    // Straight from the kernel into OpenSSL's buffer, unless a queued read
+    // is in flight (its bytes come first).
+    if (self->direct_.transport != nullptr && !self->in_claimed_) {
+      Expected<std::size_t> n = self->direct_.try_read(
+          self->direct_.transport, io::MutableBuffer(data, static_cast<std::size_t>(size)));
+      if (n) {
+        if (*n == 0) self->in_ended_ = true;
+        return static_cast<int>(*n);
+      }
+      if (!would_block(n.error())) {
+        self->in_error_ = n.error();  // finish() reports it
+        self->in_ended_ = true;
+        return -1;
+      }
+    }
     BIO_set_retry_read(bio);
     return -1;
   }
@@ -232,10 +270,31 @@ int Session::bio_write(BIO* bio, const char* data, int size) {
   auto* self = static_cast<Session*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
   const auto* bytes = reinterpret_cast<const std::byte*>(data);
-  self->out_.insert(self->out_.end(), bytes, bytes + size);
-  // release: pairs with the acquire in queued(); the bytes themselves are
-  // published by mutex_.
+  std::size_t done = 0;
+  // Straight to the kernel when nothing is queued ahead and no sender is
+  // mid-write (either would put these bytes out of order).
+  if (self->direct_.transport != nullptr && !self->out_claimed_ && !self->out_error_ &&
+      self->out_.empty() && self->flight_off_ == self->flight_.size()) {
+    Expected<std::size_t> n = self->direct_.try_write(
+        self->direct_.transport, io::ConstBuffer(data, static_cast<std::size_t>(size)));
+    if (n) {
+      done = *n;
+    } else if (!would_block(n.error())) {
+      // Kept for Stream<S>: it finds sent() < queued(), and claim_output()
+      // reports the error. Nothing is queued after a failed write.
+      self->out_error_ = n.error();
+      done = static_cast<std::size_t>(size);
+    }
+  }
+  if (done < static_cast<std::size_t>(size))
+    self->out_.insert(self->out_.end(), bytes + done, bytes + size);
+  // queued first, then sent: an unlocked reader never sees sent > queued.
+  // release: pairs with the acquire in queued() / sent(); the queue's bytes
+  // themselves are published by mutex_.
   self->queued_.store(self->queued_.load(std::memory_order_relaxed) + static_cast<unsigned>(size),
+                      std::memory_order_release);
+  if (done > 0 && !self->out_error_)
+    self->sent_.store(self->sent_.load(std::memory_order_relaxed) + done,
                       std::memory_order_release);
   return size;
 }

@@ -136,6 +136,22 @@ class Session {
     Session& session_;
   };
 
+  // ---- direct transport I/O ----
+  // For a transport with non-blocking try_read/try_write (sockets): the BIO
+  // calls them itself, inside the OpenSSL call, whenever the queues are
+  // idle (nothing queued, no claim held), so records go between OpenSSL's
+  // buffers and the kernel with no copy through the queues; what the
+  // kernel does not take is queued as before, and a read that would block
+  // makes OpenSSL report kInput (Stream<S> then awaits readable()). Still
+  // non-blocking: no OpenSSL call waits. Set once, before the handshake;
+  // the transport must not move afterwards (Stream<S> keeps it on the heap).
+  struct Direct {
+    const void* transport = nullptr;
+    Expected<std::size_t> (*try_read)(const void*, io::MutableBuffer) = nullptr;
+    Expected<std::size_t> (*try_write)(const void*, io::ConstBuffer) = nullptr;
+  };
+  void set_direct(const Direct& direct);
+
   // ---- information (after the handshake) ----
   std::string alpn() const;
   std::optional<CertificateInfo> peer_certificate() const;
@@ -167,7 +183,6 @@ class Session {
   std::size_t in_head_ = 0, in_tail_ = 0;
   bool in_claimed_ = false;
   bool in_ended_ = false;
-  std::error_code in_error_;
 
   // Output: OpenSSL appends to out_; the sender swaps it with flight_ and
   // writes flight_ from flight_off_ without the lock (nobody else touches
@@ -186,6 +201,9 @@ class Session {
 
   std::uint32_t waiting_ = 0;
   Notify changed_;
+
+  Direct direct_;
+  std::error_code in_error_;  // a direct read's transport error
 
   static constexpr std::size_t kInputCapacity = 32 * 1024;
 };
