@@ -256,9 +256,9 @@ Expected<Context> Context::Builder::build() const {
   SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
 
   if (state->verify_peer) {
-    SSL_CTX_set_verify(ctx,
-                       server_ ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER,
-                       nullptr);
+    SSL_CTX_set_verify(
+        ctx, server_ ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER,
+        nullptr);
   } else {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
   }

@@ -208,7 +208,8 @@ Step Session::close_notify() {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
   if (close_notify_queued_) return {Step::kDone, 0, {}};
-  if (!SSL_is_init_finished(ssl_)) return {Step::kError, 0, make_error_code(std::errc::not_connected)};
+  if (!SSL_is_init_finished(ssl_))
+    return {Step::kError, 0, make_error_code(std::errc::not_connected)};
   ERR_clear_error();
   // 0: ours sent, the peer's not seen yet; 1: both. Either way it is queued.
   const int rc = SSL_shutdown(ssl_);

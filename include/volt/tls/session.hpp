@@ -40,8 +40,8 @@
 #include "volt/sync/notify.hpp"
 #include "volt/tls/context.hpp"
 
-struct ssl_st;  // OpenSSL's SSL
-struct bio_st;  // OpenSSL's BIO
+struct ssl_st;          // OpenSSL's SSL
+struct bio_st;          // OpenSSL's BIO
 struct ssl_session_st;  // OpenSSL's SSL_SESSION
 
 namespace volt::tls {
@@ -112,8 +112,8 @@ class Session {
   std::error_code output_error() const;
 
   // ---- the input queue (ciphertext from the transport) ----
-  Claim claim_input(bool count);  // as claim_output (never kFailed)
-  io::MutableBuffer input_space();  // where the next transport read goes
+  Claim claim_input(bool count);       // as claim_output (never kFailed)
+  io::MutableBuffer input_space();     // where the next transport read goes
   void input_received(std::size_t n);  // 0: the transport ended
   void release_input(std::error_code failure);
   bool input_ended() const;
