@@ -57,10 +57,22 @@ std::string name_string(const X509_NAME* name) {
 
 // ---- construction ----
 
-Session::Session(const Context& context) : context_(context.state()) {}
+namespace {
+// relaxed: a statistic; no other memory is published through it.
+std::atomic<std::size_t> live_sessions{0};
+}  // namespace
+
+Session::Session(const Context& context) : context_(context.state()) {
+  live_sessions.fetch_add(1, std::memory_order_relaxed);
+}
 
 Session::~Session() {
   SSL_free(ssl_);  // frees the BIO too
+  live_sessions.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::size_t Session::live() noexcept {
+  return live_sessions.load(std::memory_order_relaxed);
 }
 
 Expected<std::unique_ptr<Session>> Session::client(const Context& context,

@@ -158,6 +158,10 @@ class Session {
   Version version() const;
   ::ssl_st* native_handle() const noexcept { return ssl_; }
 
+  // Sessions alive in this process (each owns one SSL object): for leak
+  // tests.
+  static std::size_t live() noexcept;
+
   // ---- OpenSSL's callbacks (src/tls/session.cpp), called with mutex_ held ----
   static int bio_read(::bio_st* bio, char* data, int size);
   static int bio_write(::bio_st* bio, const char* data, int size);

@@ -106,6 +106,9 @@ class Stream {
   std::string alpn_protocol() const { return session_->alpn(); }
   std::optional<CertificateInfo> peer_certificate() const { return session_->peer_certificate(); }
   Version version() const { return session_->version(); }
+  // The SSL*, for what is not wrapped (SSL_key_update, SSL_session_reused,
+  // ex_data...). Use it only while no read or write of this stream is in
+  // progress: the stream's own calls hold a lock this cannot take.
   ::ssl_st* native_handle() const noexcept { return session_->native_handle(); }
   S& get_ref() noexcept { return *transport_; }
   const S& get_ref() const noexcept { return *transport_; }
