@@ -6,7 +6,12 @@
 // the two others, not its author), file_server (a 1 MiB file and a small one
 // byte for byte, 404, 403 for "..", HEAD, SIGTERM), log_scan (the report of a
 // small tree, written atomically), run_parallel (prefixed output, a failure,
-// a program not found and a timeout, the summary and the exit status).
+// a program not found and a timeout, the summary and the exit status); with
+// volt::tls (VOLT_EXAMPLES_TLS): https_server fetched by https_get and curl,
+// https_get refusing a server it cannot verify, https_server's graceful
+// shutdown with TLS connections open, chat_server --tls with two
+// `openssl s_client` clients (a CA and a localhost leaf made with the
+// openssl command in a temporary directory).
 //
 // Each server is started on port 0 and prints its address on the first line
 // of stdout. Every read has a timeout (kPatience): a hung program fails the
@@ -26,6 +31,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -55,7 +61,9 @@ std::string example(std::string_view name) {
 // A child process with its stdout (and optionally stdin) on pipes.
 class Child {
  public:
-  Child(const std::string& path, std::vector<std::string> args, bool pipe_stdin = false) {
+  // quiet: the child's stderr goes to /dev/null (openssl s_client's chatter).
+  Child(const std::string& path, std::vector<std::string> args, bool pipe_stdin = false,
+        bool quiet = false) {
     int out[2];
     int in[2] = {-1, -1};
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
@@ -66,6 +74,8 @@ class Child {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
     if (pipe_stdin) posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+    if (quiet)
+      posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     std::vector<char*> argv;
     args.insert(args.begin(), path);
     for (auto& a : args)
@@ -115,7 +125,28 @@ class Child {
     }
   }
 
-  // The port in the first line ("listening on [http://]127.0.0.1:PORT[/...]").
+  // Everything left on the child's stdout until it closes it; `closed` says
+  // whether it did (rather than kPatience running out).
+  std::string read_to_end(bool* closed) {
+    const auto deadline = Clock::now() + kPatience;
+    *closed = false;
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      pollfd p{stdout_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      char buf[4096];
+      const ssize_t n = ::read(stdout_, buf, sizeof buf);
+      if (n <= 0) {
+        *closed = n == 0;
+        break;
+      }
+      buffered_.append(buf, static_cast<std::size_t>(n));
+    }
+    return std::exchange(buffered_, {});
+  }
+
+  // The port in the first line ("listening on [http[s]://]127.0.0.1:PORT[/...]").
   int listening_port() {
     std::optional<std::string> line = read_line();
     EXPECT_TRUE(line) << "the server printed no address";
@@ -799,5 +830,241 @@ TEST(RunParallelExample, AllSucceedingExitsZeroAndAMissingFileOrBadUsageFails) {
   EXPECT_TRUE(WIFEXITED(*run.status));
   EXPECT_EQ(WEXITSTATUS(*run.status), 2);
 }
+
+// ---- TLS: https_server, https_get, chat_server --tls ----
+
+#if VOLT_EXAMPLES_TLS
+
+// `name` found in PATH (empty if it is not there).
+std::string find_program(std::string_view name) {
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/bin:/bin";
+  while (!dirs.empty()) {
+    const std::size_t colon = dirs.find(':');
+    std::filesystem::path candidate(dirs.substr(0, colon));
+    candidate /= name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    dirs.remove_prefix(colon == std::string_view::npos ? dirs.size() : colon + 1);
+  }
+  return {};
+}
+
+// A CA, a leaf it signed for localhost and 127.0.0.1 (cert.pem, key.pem),
+// and an unrelated CA (other-ca.pem), made by the openssl command in a
+// directory of the test's own.
+class Pki {
+ public:
+  Pki() : dir_("volt-examples-tls-test") {
+    openssl_ = find_program("openssl");
+    if (openssl_.empty()) return;
+    const std::string d = dir_.path().string();
+    write_file(dir_.path() / "ext.cnf", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
+    const std::vector<std::vector<std::string>> steps = {
+        {"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-keyout", d + "/ca.key", "-out", d + "/ca.pem", "-days", "30", "-subj",
+         "/CN=volt-examples-test-ca"},
+        {"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-keyout", d + "/other-ca.key", "-out", d + "/other-ca.pem", "-days", "30", "-subj",
+         "/CN=volt-examples-other-ca"},
+        {"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+         d + "/key.pem", "-out", d + "/leaf.csr", "-subj", "/CN=localhost"},
+        {"x509", "-req", "-in", d + "/leaf.csr", "-CA", d + "/ca.pem", "-CAkey", d + "/ca.key",
+         "-CAcreateserial", "-days", "30", "-extfile", d + "/ext.cnf", "-out", d + "/cert.pem"},
+    };
+    const std::filesystem::path scratch = dir_.path() / "run";
+    std::filesystem::create_directories(scratch);
+    for (const std::vector<std::string>& step : steps) {
+      const Finished run = run_to_end(openssl_, step, scratch);
+      if (!exited_zero(run.status)) {
+        ADD_FAILURE() << "openssl " << step[0] << " failed: " << run.err;
+        return;
+      }
+    }
+    ok_ = true;
+  }
+  bool ok() const { return ok_; }
+  const std::string& openssl() const { return openssl_; }
+  std::string file(std::string_view name) const { return (dir_.path() / name).string(); }
+  std::string ca() const { return file("ca.pem"); }
+  std::string cert() const { return file("cert.pem"); }
+  std::string key() const { return file("key.pem"); }
+  // A scratch directory for run_to_end's output files.
+  std::filesystem::path scratch() const { return dir_.path() / "run"; }
+
+ private:
+  TempDir dir_;
+  std::string openssl_;
+  bool ok_ = false;
+};
+
+std::string url(int port, std::string_view host = "localhost", std::string_view path = "/") {
+  std::string u = "https://";
+  u += host;
+  u += ":";
+  u += std::to_string(port);
+  u += path;
+  return u;
+}
+
+TEST(HttpsExample, HttpsGetAndCurlFetchVerifiedAndAnUntrustedServerIsRefused) {
+  Pki pki;
+  if (!pki.ok()) GTEST_SKIP() << "no openssl command";
+  Child server(example("https_server"), {"127.0.0.1:0", pki.cert(), pki.key()});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+
+  // https_get, the CA given: the status line and the body on stdout, the
+  // header lines on stderr.
+  Finished run = run_to_end(example("https_get"), {url(port), "--cacert", pki.ca()}, pki.scratch());
+  ASSERT_TRUE(run.status) << "https_get hung";
+  EXPECT_TRUE(exited_zero(run.status)) << run.err;
+  EXPECT_EQ(run.out, "HTTP/1.1 200 OK\nHello, World!");
+  EXPECT_NE(run.err.find("Content-Length: 13"), std::string::npos) << run.err;
+  // By IP address (matched against the certificate's IP name), another path.
+  run = run_to_end(example("https_get"),
+                   {url(port, "127.0.0.1", "/missing"), "--cacert", pki.ca()}, pki.scratch());
+  EXPECT_TRUE(exited_zero(run.status)) << run.err;
+  EXPECT_EQ(run.out, "HTTP/1.1 404 Not Found\n");
+
+  // curl: two requests on one kept-alive TLS connection.
+  const std::string curl = find_program("curl");
+  if (curl.empty()) {
+    ADD_FAILURE() << "no curl command: the curl half of the test did not run";
+  } else {
+    run = run_to_end(curl, {"-sS", "--cacert", pki.ca(), url(port), url(port)}, pki.scratch());
+    ASSERT_TRUE(run.status) << "curl hung";
+    EXPECT_TRUE(exited_zero(run.status)) << run.err;
+    EXPECT_EQ(run.out, "Hello, World!Hello, World!");
+  }
+
+  // Without the right CA: the system's store, then an unrelated CA. Both
+  // fail the handshake, say why, and exit non-zero.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{url(port)},
+        std::vector<std::string>{url(port), "--cacert", pki.file("other-ca.pem")}}) {
+    run = run_to_end(example("https_get"), args, pki.scratch());
+    ASSERT_TRUE(run.status) << "https_get hung";
+    EXPECT_TRUE(WIFEXITED(*run.status));
+    EXPECT_NE(WEXITSTATUS(*run.status), 0);
+    EXPECT_NE(run.err.find("certificate verify failed"), std::string::npos) << run.err;
+    EXPECT_EQ(run.out, "");
+  }
+  // The server is still serving after refused handshakes.
+  run = run_to_end(example("https_get"), {url(port), "--cacert", pki.ca()}, pki.scratch());
+  EXPECT_EQ(run.out, "HTTP/1.1 200 OK\nHello, World!");
+
+  if (kSignalsFromOutsideArrive) {
+    server.signal(SIGTERM);
+    EXPECT_TRUE(exited_zero(server.wait()));
+  }
+}
+
+TEST(HttpsExample, BadArgumentsAndAMissingKeyFail) {
+  Pki pki;
+  if (!pki.ok()) GTEST_SKIP() << "no openssl command";
+  Finished run = run_to_end(example("https_server"),
+                            {"127.0.0.1:0", pki.cert(), pki.file("nope.pem")}, pki.scratch());
+  ASSERT_TRUE(run.status);
+  EXPECT_TRUE(WIFEXITED(*run.status));
+  EXPECT_EQ(WEXITSTATUS(*run.status), 1) << run.err;
+  EXPECT_NE(run.err.find("nope.pem"), std::string::npos) << run.err;
+
+  run = run_to_end(example("https_get"), {"http://localhost/"}, pki.scratch());
+  ASSERT_TRUE(run.status);
+  EXPECT_TRUE(WIFEXITED(*run.status));
+  EXPECT_EQ(WEXITSTATUS(*run.status), 2) << run.err;
+  // Nobody listening: a connection error, not a hang.
+  run = run_to_end(example("https_get"), {url(1, "127.0.0.1"), "--cacert", pki.ca()},
+                   pki.scratch());
+  ASSERT_TRUE(run.status);
+  EXPECT_TRUE(WIFEXITED(*run.status));
+  EXPECT_EQ(WEXITSTATUS(*run.status), 1) << run.err;
+  EXPECT_NE(run.err.find("cannot connect"), std::string::npos) << run.err;
+}
+
+// An `openssl s_client` to 127.0.0.1:port verifying the server against
+// pki's CA, its stdin and stdout on pipes (-quiet: the application data
+// only; stdin's end does not end the connection).
+std::unique_ptr<Child> s_client(const Pki& pki, int port) {
+  std::string connect = "127.0.0.1:";
+  connect += std::to_string(port);
+  return std::make_unique<Child>(
+      pki.openssl(),
+      std::vector<std::string>{"s_client", "-quiet", "-connect", connect, "-servername",
+                               "localhost", "-verify_hostname", "localhost", "-CAfile", pki.ca(),
+                               "-verify_return_error"},
+      true, true);
+}
+
+// SIGTERM with two TLS connections open: the idle one is closed (s_client
+// sees the end of the connection and exits), the one holding half a request
+// gets its answer, then the server exits 0.
+TEST(HttpsExample, SigtermFinishesTheRequestInFlightClosesIdleAndExitsZero) {
+  if (!kSignalsFromOutsideArrive) GTEST_SKIP() << "signals from outside do not arrive under TSan";
+  Pki pki;
+  if (!pki.ok()) GTEST_SKIP() << "no openssl command";
+  Child server(example("https_server"), {"127.0.0.1:0", pki.cert(), pki.key()});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+  std::unique_ptr<Child> idle = s_client(pki, port);
+  idle->write_stdin(kRequest);
+  EXPECT_EQ(idle->read_line(), "HTTP/1.1 200 OK\r");  // now idle, kept alive
+  std::unique_ptr<Child> busy = s_client(pki, port);
+  busy->write_stdin("GET / HTTP/1.1\r\nHost: te");  // half a request: in flight
+  std::this_thread::sleep_for(500ms);               // the handshake, and the server reads it
+
+  server.signal(SIGTERM);
+  bool closed = false;
+  const std::string rest = idle->read_to_end(&closed);
+  EXPECT_TRUE(closed) << "the idle connection was not closed";
+  EXPECT_TRUE(rest.ends_with("Hello, World!")) << rest;
+  EXPECT_TRUE(exited_zero(idle->wait())) << "s_client saw an error (no close_notify?)";
+  EXPECT_FALSE(server.wait(50ms)) << "exited before the request in flight was answered";
+  busy->write_stdin("st\r\n\r\n");
+  EXPECT_EQ(busy->read_to_end(&closed), kHello);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(exited_zero(server.wait()));
+}
+
+// Two `openssl s_client` clients in a chat_server --tls room.
+TEST(ChatExample, TlsClientsExchangeLines) {
+  Pki pki;
+  if (!pki.ok()) GTEST_SKIP() << "no openssl command";
+  Child server(example("chat_server"), {"127.0.0.1:0", "--tls", pki.cert(), pki.key()});
+  const int port = server.listening_port();
+  ASSERT_GT(port, 0);
+  constexpr std::string_view kWelcome = "*** welcome, you are ";
+  std::unique_ptr<Child> a = s_client(pki, port);
+  std::optional<std::string> welcome_a = a->read_line();
+  ASSERT_TRUE(welcome_a);
+  ASSERT_TRUE(welcome_a->starts_with(kWelcome)) << *welcome_a;
+  const std::string address_a = welcome_a->substr(kWelcome.size());
+  std::unique_ptr<Child> b = s_client(pki, port);
+  std::optional<std::string> welcome_b = b->read_line();
+  ASSERT_TRUE(welcome_b);
+  ASSERT_TRUE(welcome_b->starts_with(kWelcome)) << *welcome_b;
+  const std::string address_b = welcome_b->substr(kWelcome.size());
+
+  a->write_stdin("hello over tls\n");
+  // b hears it (after any notice); a is not sent its own line.
+  std::string expected = "[";
+  expected += address_a;
+  expected += "] hello over tls";
+  std::optional<std::string> line;
+  do {
+    line = b->read_line();
+  } while (line && line->starts_with("***"));
+  EXPECT_EQ(line, expected);
+  b->write_stdin("and back\n");
+  expected = "[";
+  expected += address_b;
+  expected += "] and back";
+  do {
+    line = a->read_line();
+  } while (line && line->starts_with("***"));
+  EXPECT_EQ(line, expected);
+}
+
+#endif  // VOLT_EXAMPLES_TLS
 
 }  // namespace
