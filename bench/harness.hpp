@@ -122,6 +122,13 @@ std::span<const Bench> file_benches();       // Tier 7, files.cpp
 std::span<const Bench> process_benches();    // Tier 8, processes.cpp
 std::span<const Bench> tls_benches();        // Tier 9, tls.cpp (with volt::tls only)
 
+// http_plaintext's measurement for any server: `serve` runs on a runtime of
+// config.workers workers (until aborted), wrk -t1 -c64 drives
+// SCHEME://127.0.0.1:PORT/ (net.cpp).
+using ServeFn = volt::Task<void> (*)(volt::net::TcpListener listener);
+Record wrk_bench(const Config& config, std::string_view name, std::string_view scheme,
+                 ServeFn serve);
+
 // --serve-http PORT: serves http_plaintext's server on 127.0.0.1:PORT until
 // the process is killed (net.cpp).
 int serve_http(const Config& config);

@@ -241,18 +241,24 @@ WrkRun run_wrk(std::vector<std::string> args) {
   return run;
 }
 
-// Starts the server on a runtime, runs `wrk -t1 -c64 -d5s` (-d1s with
-// --quick) against it and reports wrk's Requests/sec.
-Record http_plaintext(const Config& config) {
+}  // namespace
+
+// Starts `serve` on a runtime, runs `wrk -t1 -c64 -d5s` (-d1s with --quick)
+// against it (SCHEME://127.0.0.1:PORT/) and reports wrk's Requests/sec.
+Record wrk_bench(const Config& config, std::string_view name, std::string_view scheme,
+                 ServeFn serve) {
   const int seconds = config.quick ? 1 : 5;
   std::optional<volt::Runtime> runtime(build_runtime(config.workers));
   TcpListener listener =
       runtime->block_on(bind_on_runtime(static_cast<std::uint16_t>(std::max(config.port, 0))));
   const std::uint16_t port = expect(listener.local_addr(), "listener address").port();
-  volt::JoinHandle<void> server = runtime->spawn(serve_forever(std::move(listener)));
+  volt::JoinHandle<void> server = runtime->spawn(serve(std::move(listener)));
 
-  WrkRun wrk = run_wrk({"wrk", "-t1", "-c64", "-d" + std::to_string(seconds) + "s",
-                        "http://127.0.0.1:" + std::to_string(port) + "/"});
+  std::string url(scheme);
+  url += "://127.0.0.1:";
+  url += std::to_string(port);
+  url += '/';
+  WrkRun wrk = run_wrk({"wrk", "-t1", "-c64", "-d" + std::to_string(seconds) + "s", url});
   server.abort();
   runtime.reset();  // closes the connections and the listener
 
@@ -281,13 +287,19 @@ Record http_plaintext(const Config& config) {
   if (requests == 0) throw std::runtime_error("no request count in wrk's output:\n" + wrk.report);
 
   Record record;
-  record.name = "http_plaintext";
+  record.name = name;
   record.rps = true;
   record.figure = rps;
   record.allocs_per_op = static_cast<double>(wrk.sample.allocs) / static_cast<double>(requests);
   record.bytes_per_op = static_cast<double>(wrk.sample.bytes) / static_cast<double>(requests);
   record.ops = requests;
   return record;
+}
+
+namespace {
+
+Record http_plaintext(const Config& config) {
+  return wrk_bench(config, "http_plaintext", "http", serve_forever);
 }
 
 volt::Task<void> serve_http_task(std::uint16_t port, std::size_t workers) {

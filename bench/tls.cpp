@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "http_handler.hpp"
 #include "volt/io/util.hpp"
 #include "volt/net/tcp.hpp"
 #include "volt/sync/notify.hpp"
@@ -286,10 +287,40 @@ volt::Task<Sample> tls_bulk(std::uint64_t ops) {
   co_return sample;
 }
 
+// ---- https_plaintext ----
+
+// One connection: TCP_NODELAY, the handshake, then the http_plaintext
+// handler over TLS (as the Tokio side: no close_notify at the end).
+volt::Task<void> serve_https_connection(volt::tls::Context ctx, TcpStream tcp) {
+  if (!tcp.set_nodelay(true)) co_return;
+  volt::Expected<TlsStream> tls = co_await volt::tls::accept(ctx, std::move(tcp));
+  if (!tls) co_return;
+  co_await http_example::serve_connection(std::move(*tls));
+}
+
+struct HttpsHandler {
+  static constexpr std::string_view kScheme = "https";
+  volt::tls::Context ctx;
+  volt::Task<void> operator()(TcpStream tcp, std::optional<volt::CancellationToken>,
+                              http_example::Connections::Guard) const {
+    return serve_https_connection(ctx, std::move(tcp));
+  }
+};
+
+volt::Task<void> serve_https(TcpListener listener) {
+  co_await http_example::accept_loop(listener, {}, nullptr, HttpsHandler{server_context()});
+}
+
+// http_plaintext's server behind TLS 1.3, driven by wrk over https.
+Record https_plaintext(const Config& config) {
+  return wrk_bench(config, "https_plaintext", "https", serve_https);
+}
+
 constexpr Bench kBenches[] = {
     task_bench("tls_handshake", 200, tls_handshake),
     task_bench("tls_echo_rtt", 10'000, tls_echo_rtt),
     task_bench("tls_bulk", 4'096, tls_bulk),
+    http_bench("https_plaintext", https_plaintext),
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <openssl/x509.h>
 
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -308,6 +309,17 @@ Expected<Context> Context::Builder::build() const {
     }
   }
 
+  if (server_) {
+    // OpenSSL refuses to resume a session of a verifying server without an
+    // id context ("session id context uninitialized"): one per Context, so
+    // a session never resumes under another Context's settings.
+    unsigned char sid[SSL_MAX_SID_CTX_LENGTH];
+    const auto id = reinterpret_cast<std::uintptr_t>(state.get());
+    std::memcpy(sid, "volt", 4);
+    std::memcpy(sid + 4, &id, sizeof id);
+    if (SSL_CTX_set_session_id_context(ctx, sid, 4 + sizeof id) != 1)
+      return queued_error(make_error_code(errc::invalid_argument));
+  }
   if (!resumption_) {
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);

@@ -55,6 +55,16 @@ std::string name_string(const X509_NAME* name) {
 
 }  // namespace
 
+// SSL_get_error() trusts this thread's error queue: whatever another OpenSSL
+// user on this worker left there must go before our call. ERR_clear_error()
+// wipes all 16 slots every time (about 1 % of https_plaintext's CPU); the
+// queue is nearly always empty, which a peek tells for less.
+namespace {
+void clear_stale_errors() {
+  if (ERR_peek_error() != 0) ERR_clear_error();
+}
+}  // namespace
+
 // ---- construction ----
 
 namespace {
@@ -198,9 +208,7 @@ Step Session::handshake() {
 Step Session::read(io::MutableBuffer buf) {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
-  // SSL_get_error() trusts this thread's error queue: whatever another
-  // OpenSSL user on this worker left there must go first.
-  ERR_clear_error();
+  clear_stale_errors();
   std::size_t n = 0;
   const int rc = SSL_read_ex(ssl_, buf.data(), buf.size(), &n);
   return finish(rc, n);
@@ -210,7 +218,7 @@ Step Session::write(io::ConstBuffer buf) {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
   if (close_notify_queued_) return {Step::kError, 0, make_error_code(std::errc::broken_pipe)};
-  ERR_clear_error();  // see read()
+  clear_stale_errors();
   std::size_t n = 0;
   const int rc = SSL_write_ex(ssl_, buf.data(), std::min(buf.size(), kMaxWrite), &n);
   return finish(rc, n);

@@ -225,10 +225,12 @@ Task<Expected<void>> Stream<S>::handshake() {
   for (;;) {
     const detail::Step step = session_->handshake();
     // Flights (ClientHello, the server's answer, Finished) go out before we
-    // wait for the peer's: it is waiting for them.
+    // wait for the peer's: it is waiting for them. After a failure, the
+    // alert telling the peer why goes out if it can; the failure is ours to
+    // report either way (not a broken pipe from sending that alert).
     if (session_->sent() < session_->queued()) {
-      if (Expected<void> sent = co_await send(session_->queued(), true); !sent)
-        co_return sent.error();
+      Expected<void> sent = co_await send(session_->queued(), true);
+      if (!sent && step.kind != detail::Step::kError) co_return sent.error();
     }
     switch (step.kind) {
       case detail::Step::kDone:
@@ -311,28 +313,33 @@ Task<Expected<std::size_t>> Stream<S>::read(io::MutableBuffer buf) {
   if (buf.empty()) co_return std::size_t{0};
   for (;;) {
     const detail::Step step = session_->read(buf);
-    // Bytes the read queued (a KeyUpdate answer, a close_notify reply) go
-    // out now, unless a writer is sending: then it takes them along.
-    if (session_->sent() < session_->queued()) {
-      if (Expected<void> sent = co_await send(session_->queued(), false); !sent)
-        co_return sent.error();
-    }
     switch (step.kind) {
       case detail::Step::kDone:
+        // Returned at once: bytes in buf are the caller's, and no await may
+        // follow that a cancellation could lose them in. Anything the read
+        // queued (a KeyUpdate answer) goes out with the next operation.
         co_return step.n;
       case detail::Step::kEnd:
         co_return std::size_t{0};
       case detail::Step::kError:
+        // The alert OpenSSL queued about it went out directly if the socket
+        // took it; a read does not wait to send it (nor report its failure).
         co_return step.error;
       case detail::Step::kInput:
-        if constexpr (DirectTransport<S>) {
-          // receive()'s direct case, inlined (one frame fewer per wait).
-          if (Expected<void> ready = co_await transport_->readable(); !ready)
-            co_return ready.error();
-        } else {
-          if (Expected<void> got = co_await receive(); !got) co_return got.error();
-        }
         break;
+    }
+    // Before waiting for the peer, what we owe it goes out (a KeyUpdate
+    // answer, a close_notify reply), unless a writer is sending: then it
+    // takes them along.
+    if (session_->sent() < session_->queued()) {
+      if (Expected<void> sent = co_await send(session_->queued(), false); !sent)
+        co_return sent.error();
+    }
+    if constexpr (DirectTransport<S>) {
+      // receive()'s direct case, inlined (one frame fewer per wait).
+      if (Expected<void> ready = co_await transport_->readable(); !ready) co_return ready.error();
+    } else {
+      if (Expected<void> got = co_await receive(); !got) co_return got.error();
     }
   }
 }
