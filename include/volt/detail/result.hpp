@@ -91,6 +91,9 @@ class Result {
     other.reset();
   }
 
+  // Precondition: kind() == kError. The code of the cancellation.
+  std::error_code error() const noexcept { return error_; }
+
   // Precondition: kind() == kException. Moves the exception out, leaving the
   // slot empty.
   std::exception_ptr take_exception() noexcept {

@@ -91,6 +91,10 @@ class [[nodiscard]] JoinHandle {
   // A process-unique id of the task (0 for an empty handle).
   std::uint64_t id() const noexcept { return task_ ? task_->id : 0; }
 
+  // Gives up the handle's reference to the task without dropping it, leaving
+  // the handle empty (used by JoinSet, which keeps the reference itself).
+  detail::TaskHeader* release() noexcept { return std::exchange(task_, nullptr); }
+
   void abort() noexcept {
     if (task_) detail::join_handle_abort(task_);
   }
