@@ -1167,6 +1167,80 @@ Task<ReadResult> pattern_reader(tls::ReadHalf<TcpStream> r, std::uint64_t seed) 
 }
 
 // 64 MiB each way at once, through owned halves in four tasks on two workers.
+// ---- KeyUpdate while a writer is stuck ----
+
+// Writes `total` bytes of a pattern, then nothing more.
+Task<bool> pattern_writer(tls::WriteHalf<TcpStream> w, std::uint64_t total) {
+  std::vector<unsigned char> chunk(64 * 1024);
+  std::uint64_t sent = 0;
+  while (sent < total) {
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), total - sent));
+    for (std::size_t i = 0; i < n; ++i)
+      chunk[i] = static_cast<unsigned char>((sent + i) % 253);
+    Expected<void> ok = co_await w.write_all(io::ConstBuffer(chunk.data(), n));
+    if (!ok) co_return false;
+    sent += n;
+  }
+  co_return true;
+}
+
+// Reads exactly `total` bytes and checks the pattern.
+Task<bool> pattern_reader(TlsStream* s, std::uint64_t total) {
+  std::vector<unsigned char> buf(64 * 1024);
+  std::uint64_t got = 0;
+  while (got < total) {
+    Expected<std::size_t> n = co_await s->read(buf);
+    if (!n || *n == 0) co_return false;
+    for (std::size_t i = 0; i < *n; ++i)
+      if (buf[i] != static_cast<unsigned char>((got + i) % 253)) co_return false;
+    got += *n;
+  }
+  co_return true;
+}
+
+// The server asks for a KeyUpdate (update_requested) while the client's
+// writer is stuck on a full transport (the server reads nothing yet). The
+// client's reader must take the server's data at once (it answers the
+// KeyUpdate: its answer waits behind the stuck writer's bytes, it does not
+// wait for them), and once the server reads, everything arrives intact
+// under the new keys, both ways.
+TEST(TlsKeyUpdate, ReaderAnswersWhileTheWriterIsStuck) {
+  Runtime rt = make_runtime(kMultiThread2);
+  rt.block_on([]() -> Task<void> {
+    const std::uint64_t total = (kSanitized ? 2ull : 16ull) << 20;
+    Handshake h = co_await handshake_pair(server_context(), client_context(), "localhost");
+    EXPECT_TRUE(h.client && h.server);
+    if (!h.client || !h.server) co_return;
+    EXPECT_EQ(h.client->version(), tls::Version::tls1_3);
+    std::pair<tls::ReadHalf<TcpStream>, tls::WriteHalf<TcpStream>> c =
+        std::move(*h.client).into_split();
+    JoinHandle<bool> writer = spawn(pattern_writer(c.second, total));
+    co_await volt::sleep(50ms);  // the writer fills the socket buffers and waits
+    EXPECT_FALSE(writer.is_finished());
+
+    // No operation of the server's stream is in progress: native_handle is ours.
+    EXPECT_EQ(SSL_key_update(h.server->native_handle(), SSL_KEY_UPDATE_REQUESTED), 1);
+    EXPECT_TRUE(co_await h.server->write_all(std::string_view("rekeyed")));
+    std::string word(7, '\0');
+    Expected<Expected<void>> got = co_await volt::timeout(kNotHung, io::read_exact(c.first, word));
+    EXPECT_TRUE(got && *got) << "the reader waited for the stuck writer";
+    EXPECT_EQ(word, "rekeyed");
+    EXPECT_FALSE(writer.is_finished());
+
+    // Now the server reads it all (the client's own KeyUpdate among it).
+    Expected<bool> intact = co_await volt::timeout(kNotHung, pattern_reader(&*h.server, total));
+    EXPECT_TRUE(intact && *intact);
+    Expected<bool> wrote = co_await volt::timeout(kNotHung, writer);
+    EXPECT_TRUE(wrote && *wrote);
+    // And the server's next bytes, under its new keys, still arrive.
+    EXPECT_TRUE(co_await h.server->write_all(std::string_view("again")));
+    std::string again(5, '\0');
+    EXPECT_TRUE(co_await io::read_exact(c.first, again));
+    EXPECT_EQ(again, "again");
+  }());
+}
+
 TEST(TlsLoad, BulkBothWaysThroughOwnedHalves) {
   Runtime rt = make_runtime(kMultiThread2);
   rt.block_on([]() -> Task<void> {
