@@ -1208,7 +1208,7 @@ Task<bool> pattern_reader(TlsStream* s, std::uint64_t total) {
 TEST(TlsKeyUpdate, ReaderAnswersWhileTheWriterIsStuck) {
   Runtime rt = make_runtime(kMultiThread2);
   rt.block_on([]() -> Task<void> {
-    const std::uint64_t total = (kSanitized ? 2ull : 16ull) << 20;
+    const std::uint64_t total = 16ull << 20;  // more than loopback buffers hold
     Handshake h = co_await handshake_pair(server_context(), client_context(), "localhost");
     EXPECT_TRUE(h.client && h.server);
     if (!h.client || !h.server) co_return;
