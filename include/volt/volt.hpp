@@ -47,6 +47,7 @@
 #include "volt/task/select.hpp"
 #include "volt/task/spawn_blocking.hpp"
 #include "volt/task/task.hpp"
+#include "volt/task/task_tracker.hpp"
 #include "volt/task/yield_now.hpp"
 #include "volt/time/clock.hpp"
 #include "volt/time/interval.hpp"

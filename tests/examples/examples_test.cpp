@@ -6,9 +6,10 @@
 // the two others, not its author), file_server (a 1 MiB file and a small one
 // byte for byte, 404, 403 for "..", HEAD, SIGTERM), log_scan (the report of a
 // small tree, written atomically), run_parallel (prefixed output, a failure,
-// a program not found and a timeout, the summary and the exit status); with
-// volt::tls (VOLT_EXAMPLES_TLS): https_server fetched by https_get and curl,
-// https_get refusing a server it cannot verify, https_server's graceful
+// a program not found and a timeout, the summary and the exit status),
+// parallel_tasks (the fastest answers in order, the rest aborted, the race);
+// with volt::tls (VOLT_EXAMPLES_TLS): https_server fetched by https_get and
+// curl, https_get refusing a server it cannot verify, https_server's graceful
 // shutdown with TLS connections open, chat_server --tls with two
 // `openssl s_client` clients (a CA and a localhost leaf made with the
 // openssl command in a temporary directory).
@@ -828,6 +829,52 @@ TEST(RunParallelExample, AllSucceedingExitsZeroAndAMissingFileOrBadUsageFails) {
   run = run_to_end(example("run_parallel"), {"-j", "0", commands.string()}, dir.path());
   ASSERT_TRUE(run.status);
   EXPECT_TRUE(WIFEXITED(*run.status));
+  EXPECT_EQ(WEXITSTATUS(*run.status), 2);
+}
+
+// ---- parallel_tasks ----
+
+// Response times are 30, 60, ... 240 ms dealt at random: the first three
+// answers must be the 30, 60 and 90 ms ones, in that order (join_next in
+// completion order), the five others aborted, and the 2 s database lookup
+// cancelled by the select (the run takes far less than 2 s).
+TEST(ParallelTasksExample, TakesTheFastestAnswersAbortsTheRestAndRacesTwoLookups) {
+  TempDir dir("volt-parallel-tasks-test");
+  Finished run = run_to_end(example("parallel_tasks"),
+                            {"--services", "8", "--first", "3", "--seed", "7"}, dir.path());
+  ASSERT_TRUE(run.status);
+  EXPECT_TRUE(WIFEXITED(*run.status));
+  EXPECT_EQ(WEXITSTATUS(*run.status), 0) << run.err;
+  const std::vector<std::string> lines = lines_of(run.out);
+  ASSERT_EQ(lines.size(), 6u) << run.out;
+  EXPECT_EQ(lines[0], "checking 8 services, keeping the first 3 to answer");
+  std::vector<std::string> services;
+  for (int i = 0; i < 3; ++i) {
+    const std::string& line = lines[static_cast<std::size_t>(i) + 1];
+    std::string suffix = " healthy (answered in ";
+    suffix += std::to_string(30 * (i + 1));
+    suffix += " ms)";
+    EXPECT_TRUE(line.starts_with("service-")) << line;
+    EXPECT_TRUE(line.ends_with(suffix)) << line;
+    services.push_back(line.substr(0, line.find(' ')));
+  }
+  EXPECT_NE(services[0], services[1]);
+  EXPECT_NE(services[1], services[2]);
+  EXPECT_NE(services[0], services[2]);
+  EXPECT_EQ(lines[4], "aborted 5 slower checks (5 reported cancelled)");
+  EXPECT_EQ(lines[5], "race: cache answered first (value 42); the database lookup was cancelled");
+  EXPECT_LT(run.took, 1500ms) << "the losing lookup was waited for";
+}
+
+TEST(ParallelTasksExample, BadUsageExitsTwo) {
+  TempDir dir("volt-parallel-tasks-usage-test");
+  Finished run =
+      run_to_end(example("parallel_tasks"), {"--services", "3", "--first", "4"}, dir.path());
+  ASSERT_TRUE(run.status);
+  EXPECT_TRUE(WIFEXITED(*run.status));
+  EXPECT_EQ(WEXITSTATUS(*run.status), 2);
+  run = run_to_end(example("parallel_tasks"), {"--services", "zero"}, dir.path());
+  ASSERT_TRUE(run.status);
   EXPECT_EQ(WEXITSTATUS(*run.status), 2);
 }
 
