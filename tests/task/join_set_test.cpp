@@ -113,8 +113,9 @@ Task<OrderOutcome> order_by_completion() {
     }
   }
   // Queued: released in order 1, 3, 0, 2, each finished before the next is
-  // released (its frame ended, then 5 ms for its completion to reach the
-  // set: the completion runs right after, in the same poll), then joined.
+  // released (its frame ended, then 50 ms for its completion to reach the
+  // set: the completion runs right after, in the same poll, so only a
+  // preempted worker needs the margin), then joined.
   {
     std::vector<oneshot::Sender<int>> txs;
     for (int i = 0; i < 4; ++i) {
@@ -126,7 +127,7 @@ Task<OrderOutcome> order_by_completion() {
     for (int id : {1, 3, 0, 2}) {
       (void)txs[static_cast<std::size_t>(id)].send(0);
       co_await wait_for_int(&exited, ++target);
-      co_await volt::sleep(5ms);
+      co_await volt::sleep(50ms);
     }
     while (!set.is_empty()) {
       std::optional<Expected<int>> r = co_await set.join_next();
