@@ -55,7 +55,7 @@ constexpr TierFn kTiers[] = {
     file_benches,       // Tier 7: files
     process_benches,    // Tier 8: child processes
 #ifdef VOLT_BENCH_TLS
-    tls_benches,        // Tier 9: TLS
+    tls_benches,  // Tier 9: TLS
 #endif
 };
 

@@ -169,10 +169,9 @@ inline constexpr bool kShutdownWhenDone = false;
 // set_nodelay() (a TcpStream) gets TCP_NODELAY first; a wrapper (TLS) is
 // expected to have set it on its transport already.
 template <class Stream>
-  requires volt::io::AsyncRead<Stream> && volt::io::AsyncWrite<Stream>
-volt::Task<void> serve_connection(
-    Stream stream, std::optional<volt::CancellationToken> shutdown = {},
-    [[maybe_unused]] Connections::Guard guard = Connections::Guard(nullptr)) {
+requires volt::io::AsyncRead<Stream> && volt::io::AsyncWrite<Stream> volt::Task<void>
+serve_connection(Stream stream, std::optional<volt::CancellationToken> shutdown = {},
+                 [[maybe_unused]] Connections::Guard guard = Connections::Guard(nullptr)) {
   if constexpr (requires { stream.set_nodelay(true); }) {
     if (!stream.set_nodelay(true)) co_return;
   }

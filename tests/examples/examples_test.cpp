@@ -75,8 +75,7 @@ class Child {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
     if (pipe_stdin) posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-    if (quiet)
-      posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    if (quiet) posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     std::vector<char*> argv;
     args.insert(args.begin(), path);
     for (auto& a : args)
@@ -968,8 +967,8 @@ TEST(HttpsExample, HttpsGetAndCurlFetchVerifiedAndAnUntrustedServerIsRefused) {
   EXPECT_EQ(run.out, "HTTP/1.1 200 OK\nHello, World!");
   EXPECT_NE(run.err.find("Content-Length: 13"), std::string::npos) << run.err;
   // By IP address (matched against the certificate's IP name), another path.
-  run = run_to_end(example("https_get"),
-                   {url(port, "127.0.0.1", "/missing"), "--cacert", pki.ca()}, pki.scratch());
+  run = run_to_end(example("https_get"), {url(port, "127.0.0.1", "/missing"), "--cacert", pki.ca()},
+                   pki.scratch());
   EXPECT_TRUE(exited_zero(run.status)) << run.err;
   EXPECT_EQ(run.out, "HTTP/1.1 404 Not Found\n");
 
@@ -1021,8 +1020,8 @@ TEST(HttpsExample, BadArgumentsAndAMissingKeyFail) {
   EXPECT_TRUE(WIFEXITED(*run.status));
   EXPECT_EQ(WEXITSTATUS(*run.status), 2) << run.err;
   // Nobody listening: a connection error, not a hang.
-  run = run_to_end(example("https_get"), {url(1, "127.0.0.1"), "--cacert", pki.ca()},
-                   pki.scratch());
+  run =
+      run_to_end(example("https_get"), {url(1, "127.0.0.1"), "--cacert", pki.ca()}, pki.scratch());
   ASSERT_TRUE(run.status);
   EXPECT_TRUE(WIFEXITED(*run.status));
   EXPECT_EQ(WEXITSTATUS(*run.status), 1) << run.err;
