@@ -73,22 +73,22 @@
  *   T5  include/volt/detail/task_state.hpp:253  Word prev = word_.fetch_and(~kJoinWaker, std::memory_order_acq_rel);
  *   T7  src/task/harness.cpp:63  if (task->state.transition_to_terminal(refs)) task->vtable->dealloc(task);
  *   T7  include/volt/detail/task_state.hpp:149  Word prev = word_.fetch_sub(count * kRefOne, std::memory_order_acq_rel);
- *   A1  include/volt/task/join_handle.hpp:116  return handle_.is_finished() && detail::coop_try_consume();
- *   A1  include/volt/task/join_handle.hpp:119  if (!handle_.task_->state.load().is_complete()) {
+ *   A1  include/volt/task/join_handle.hpp:120  return handle_.is_finished() && detail::coop_try_consume();
+ *   A1  include/volt/task/join_handle.hpp:123  if (!handle_.task_->state.load().is_complete()) {
  *   R1  src/task/harness.cpp:208  TaskState::Snapshot snapshot = task->state.load();
  *   R2  src/task/harness.cpp:211  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
  *   R3  src/task/harness.cpp:213  task->join_waker = std::move(waker);  // drops any waker left from before
  *   R4  src/task/harness.cpp:214  if (task->state.set_join_waker()) return true;
  *   R4  include/volt/detail/task_state.hpp:231  if (cur & kComplete) return false;
  *   R5  src/task/harness.cpp:215  task->join_waker.reset();  // completed before we published: still ours
- *   W   include/volt/task/join_handle.hpp:140  return static_cast<detail::TaskHeader*>(task)->state.load().is_complete();
- *   D0  include/volt/task/join_handle.hpp:111  if (registered_) detail::join_handle_withdraw(handle_.task_);
+ *   W   include/volt/task/join_handle.hpp:144  return static_cast<detail::TaskHeader*>(task)->state.load().is_complete();
+ *   D0  include/volt/task/join_handle.hpp:115  if (registered_) detail::join_handle_withdraw(handle_.task_);
  *   D1  src/task/harness.cpp:220  if (task->state.unset_join_waker()) {
  *   D1  include/volt/detail/task_state.hpp:242  if (cur & kComplete) return false;
  *   D2  src/task/harness.cpp:221  task->join_waker.reset();
  *   D3  src/task/harness.cpp:227  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
- *   O1  include/volt/task/join_handle.hpp:162  if (output.kind() == Kind::kException) std::rethrow_exception(output.take_exception());
- *   O1  include/volt/task/join_handle.hpp:163  return output.get();
+ *   O1  include/volt/task/join_handle.hpp:166  if (output.kind() == Kind::kException) std::rethrow_exception(output.take_exception());
+ *   O1  include/volt/task/join_handle.hpp:167  return output.get();
  *   F1  src/task/harness.cpp:200  if (task->state.drop_join_handle_fast()) return;
  *   F1  include/volt/detail/task_state.hpp:290  if (cur & (kComplete | kJoinWaker)) return false;
  *   F1  include/volt/detail/task_state.hpp:291  next = (cur & ~kJoinInterest) - kRefOne;
