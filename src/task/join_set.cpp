@@ -116,15 +116,21 @@ void JoinSetCore::insert(JoinSetEntry* entry, TaskHeader* task) noexcept {
   entry->refs.fetch_add(1, std::memory_order_relaxed);
   if (join_handle_register(task, Waker(&kEntryWakerVTable, entry))) return;
   // Completed before the registration (the waker was dropped): ready now.
-  // Nobody waits (we are the owner, not in a join_next()), so no wake.
-  std::lock_guard guard(lock_);
-  entry->place = JoinSetEntry::Place::kReady;
-  entry->ready_prev = ready_tail_;
-  entry->ready_next = nullptr;
-  (ready_tail_ ? ready_tail_->ready_next : ready_head_) = entry;
-  ready_tail_ = entry;
-  // release: pairs with has_ready()'s acquire (as in finish()).
-  ready_count_.fetch_add(1, std::memory_order_release);
+  {
+    std::lock_guard guard(lock_);
+    entry->place = JoinSetEntry::Place::kReady;
+    entry->ready_prev = ready_tail_;
+    entry->ready_next = nullptr;
+    (ready_tail_ ? ready_tail_->ready_next : ready_head_) = entry;
+    ready_tail_ = entry;
+    // release: pairs with has_ready()'s acquire (as in finish()).
+    ready_count_.fetch_add(1, std::memory_order_release);
+  }
+  // A join_next() of this same task may be armed: in a sibling branch of a
+  // select or join whose other branch is spawning (the branches are polled
+  // once per wake-up, so without this it would not look again). Free when
+  // nothing is armed.
+  waker_.wake();
 }
 
 void JoinSetCore::finish(JoinSetEntry* entry) noexcept {

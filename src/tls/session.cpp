@@ -362,15 +362,41 @@ Session::Claim Session::claim_output(bool count) {
 }
 
 io::ConstBuffer Session::next_output() {
-  const std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   if (flight_off_ == flight_.size()) {
     // Swapped, not copied: both keep their capacity, so a steady stream of
     // writes allocates nothing.
     flight_.clear();
     flight_off_ = 0;
     std::swap(out_, flight_);
+    if (flight_.empty()) {
+      out_claimed_ = false;  // see the header: released with the last look
+      notify_if_waited(lock);
+      return {};
+    }
   }
   return {flight_.data() + flight_off_, flight_.size() - flight_off_};
+}
+
+void Session::try_flush() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (direct_.transport == nullptr || out_claimed_ || out_error_) return;
+  for (;;) {
+    if (flight_off_ == flight_.size()) {
+      flight_.clear();
+      flight_off_ = 0;
+      std::swap(out_, flight_);
+      if (flight_.empty()) return;
+    }
+    Expected<std::size_t> n = direct_.try_write(
+        direct_.transport,
+        io::ConstBuffer(flight_.data() + flight_off_, flight_.size() - flight_off_));
+    if (!n || *n == 0)
+      return;  // full (the next writer waits for room), or an error (it reports it)
+    flight_off_ += *n;
+    // release: pairs with the acquire in sent().
+    sent_.store(sent_.load(std::memory_order_relaxed) + *n, std::memory_order_release);
+  }
 }
 
 void Session::output_sent(std::size_t n) {

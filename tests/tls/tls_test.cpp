@@ -1167,6 +1167,40 @@ Task<ReadResult> pattern_reader(tls::ReadHalf<TcpStream> r, std::uint64_t seed) 
 }
 
 // 64 MiB each way at once, through owned halves in four tasks on two workers.
+// ---- owned halves keep their Stream alive ----
+
+// An operation of an owned half, spawned, outlives both halves: it holds the
+// Stream (ASan would see a use after free otherwise), and its bytes arrive.
+TEST(TlsHalves, SpawnedOperationsOfOwnedHalvesOutliveTheHalves) {
+  Runtime rt = make_runtime(kMultiThread2);
+  rt.block_on([]() -> Task<void> {
+    Handshake h = co_await handshake_pair(server_context(), client_context(), "localhost");
+    EXPECT_TRUE(h.client && h.server);
+    if (!h.client || !h.server) co_return;
+    const std::size_t live_before = tls::detail::Session::live();
+    JoinHandle<Expected<void>> write_op;
+    JoinHandle<Expected<std::size_t>> read_op;
+    {
+      std::pair<tls::ReadHalf<TcpStream>, tls::WriteHalf<TcpStream>> halves =
+          std::move(*h.client).into_split();
+      static char inbox[8];
+      read_op = spawn(halves.first.read(inbox));
+      write_op = spawn(halves.second.write_all(std::string_view("outlives")));
+    }  // both halves gone: only the spawned operations hold the Stream
+    EXPECT_EQ(tls::detail::Session::live(), live_before);
+    std::string got(8, '\0');
+    EXPECT_TRUE(co_await io::read_exact(*h.server, got));
+    EXPECT_EQ(got, "outlives");
+    Expected<void> wrote = co_await write_op;
+    EXPECT_TRUE(wrote);
+    EXPECT_TRUE(co_await h.server->write_all(std::string_view("back")));
+    Expected<std::size_t> n = co_await read_op;
+    EXPECT_TRUE(n && *n == 4);
+    // The last operation ended: the Stream (and its session) is gone.
+    EXPECT_EQ(tls::detail::Session::live(), live_before - 1);
+  }());
+}
+
 // ---- KeyUpdate while a writer is stuck ----
 
 // Writes `total` bytes of a pattern, then nothing more.

@@ -16,11 +16,13 @@
 //    SSL object allows one user at a time, and a read half and a write half
 //    in two tasks on two workers take turns at it.
 //  - The transport's read side has one user at a time (the input claim),
-//    and so has its write side (the output claim). Bytes queued by a read
-//    (a TLS 1.3 KeyUpdate answer, a close_notify reply) are sent by whoever
-//    holds the output claim, or by the reader if nobody does; a reader never
-//    waits for a writer, so a writer blocked on a full transport cannot
-//    stall the reads that would drain its peer.
+//    and so has its write side (the output claim). A read never waits for
+//    the write side: bytes it queues (a TLS 1.3 KeyUpdate answer, an alert)
+//    go straight to a socket when the queues are idle, else the task
+//    holding the output claim sends them (it releases the claim only in the
+//    same critical section that finds the queue empty), else the next
+//    write, flush or shutdown does. So a writer blocked on a full transport
+//    cannot stall the reads that would drain its peer.
 #pragma once
 
 #include <atomic>
@@ -101,11 +103,20 @@ class Session {
   // count, the caller is counted as waiting, in the same critical section,
   // so the release cannot slip between its look and its wait: it must
   // adopt the count with Waiting); kFailed after a transport write error. A
-  // sender takes next_output() until it is empty, reporting output_sent()
-  // after each transport write, then release_output() (also if cancelled).
+  // sender takes next_output() until it comes back empty, which releases
+  // the claim in the same critical section (so bytes a read queues while a
+  // sender holds the claim are always the sender's to send: no hand-off can
+  // fall between its last look and its release), reporting output_sent()
+  // after each transport write; a sender that stops early (an error, a
+  // cancellation) calls release_output().
   enum class Claim : std::uint8_t { kTaken, kBusy, kFailed };
   Claim claim_output(bool count);
   io::ConstBuffer next_output();
+  // Without waiting and without a claim: hands what is queued to the
+  // transport's try_write (direct transports only) while nobody holds the
+  // claim, as far as the kernel takes it. For a reader, which never waits
+  // for the transport's write side. Errors are left for the writers.
+  void try_flush();
   void output_sent(std::size_t n);
   // failure: the transport's write error, kept for every later write.
   void release_output(std::error_code failure);

@@ -140,10 +140,10 @@ class Stream {
   }
 
   Task<Expected<void>> handshake();
-  // Sends queued ciphertext up to `upto` (queued() seen by the caller).
-  // wait: if another task is sending, wait until it has sent past upto
-  // (writers); otherwise leave it to that task (readers never wait).
-  Task<Expected<void>> send(std::uint64_t upto, bool wait);
+  // Sends queued ciphertext up to `upto` (queued() seen by the caller); if
+  // another task is sending, waits until it has sent past upto. For writers
+  // (and the handshake) only: a read never waits for the write side.
+  Task<Expected<void>> send(std::uint64_t upto);
   // One transport read into the input queue (or, if another task holds the
   // input claim, waits for it to finish one).
   Task<Expected<void>> receive();
@@ -156,12 +156,20 @@ class Stream {
 template <class S>
 class ReadHalf {
  public:
-  Task<Expected<std::size_t>> read(io::MutableBuffer buf) const { return stream_->read(buf); }
+  // An owned half's operation keeps the Stream alive while it runs (it may
+  // be spawned, and the halves dropped, before it ends).
+  Task<Expected<std::size_t>> read(io::MutableBuffer buf) const {
+    return owner_ ? kept_read(owner_, buf) : stream_->read(buf);
+  }
 
  private:
   friend class Stream<S>;
   ReadHalf(Stream<S>* s, std::shared_ptr<Stream<S>> owner) noexcept
       : stream_(s), owner_(std::move(owner)) {}
+  static Task<Expected<std::size_t>> kept_read(std::shared_ptr<Stream<S>> keep,
+                                               io::MutableBuffer buf) {
+    co_return co_await keep->read(buf);
+  }
   Stream<S>* stream_;
   std::shared_ptr<Stream<S>> owner_;  // null for borrowed halves
 };
@@ -169,15 +177,35 @@ class ReadHalf {
 template <class S>
 class WriteHalf {
  public:
-  Task<Expected<std::size_t>> write(io::ConstBuffer buf) const { return stream_->write(buf); }
-  Task<Expected<void>> write_all(io::ConstBuffer buf) const { return stream_->write_all(buf); }
-  Task<Expected<void>> flush() const { return stream_->flush(); }
-  Task<Expected<void>> shutdown() const { return stream_->shutdown(); }
+  // As ReadHalf: an owned half's operation keeps the Stream alive.
+  Task<Expected<std::size_t>> write(io::ConstBuffer buf) const {
+    return owner_ ? kept_write(owner_, buf) : stream_->write(buf);
+  }
+  Task<Expected<void>> write_all(io::ConstBuffer buf) const {
+    return owner_ ? kept_write_all(owner_, buf) : stream_->write_all(buf);
+  }
+  Task<Expected<void>> flush() const { return owner_ ? kept_flush(owner_) : stream_->flush(); }
+  Task<Expected<void>> shutdown() const {
+    return owner_ ? kept_shutdown(owner_) : stream_->shutdown();
+  }
 
  private:
   friend class Stream<S>;
   WriteHalf(Stream<S>* s, std::shared_ptr<Stream<S>> owner) noexcept
       : stream_(s), owner_(std::move(owner)) {}
+  static Task<Expected<std::size_t>> kept_write(std::shared_ptr<Stream<S>> keep,
+                                                io::ConstBuffer buf) {
+    co_return co_await keep->write(buf);
+  }
+  static Task<Expected<void>> kept_write_all(std::shared_ptr<Stream<S>> keep, io::ConstBuffer buf) {
+    co_return co_await keep->write_all(buf);
+  }
+  static Task<Expected<void>> kept_flush(std::shared_ptr<Stream<S>> keep) {
+    co_return co_await keep->flush();
+  }
+  static Task<Expected<void>> kept_shutdown(std::shared_ptr<Stream<S>> keep) {
+    co_return co_await keep->shutdown();
+  }
   Stream<S>* stream_;
   std::shared_ptr<Stream<S>> owner_;
 };
@@ -190,7 +218,10 @@ namespace detail {
 struct OutputClaim {
   Session* s;
   std::error_code failure;
-  ~OutputClaim() { s->release_output(failure); }
+  bool held = true;  // false once next_output() released it
+  ~OutputClaim() {
+    if (held) s->release_output(failure);
+  }
 };
 struct InputClaim {
   Session* s;
@@ -229,7 +260,7 @@ Task<Expected<void>> Stream<S>::handshake() {
     // alert telling the peer why goes out if it can; the failure is ours to
     // report either way (not a broken pipe from sending that alert).
     if (session_->sent() < session_->queued()) {
-      Expected<void> sent = co_await send(session_->queued(), true);
+      Expected<void> sent = co_await send(session_->queued());
       if (!sent && step.kind != detail::Step::kError) co_return sent.error();
     }
     switch (step.kind) {
@@ -247,17 +278,16 @@ Task<Expected<void>> Stream<S>::handshake() {
 }
 
 template <class S>
-Task<Expected<void>> Stream<S>::send(std::uint64_t upto, bool wait) {
+Task<Expected<void>> Stream<S>::send(std::uint64_t upto) {
   for (;;) {
     if (session_->sent() >= upto) co_return Expected<void>();
     // Made before the claim is tried: a release between the try and the
     // await still completes it (notify_waiters covers every Notified made
     // before the call).
     Notify::Notified released = session_->changed().notified();
-    const detail::Session::Claim claim = session_->claim_output(wait);
+    const detail::Session::Claim claim = session_->claim_output(true);
     if (claim == detail::Session::Claim::kFailed) co_return session_->output_error();
     if (claim == detail::Session::Claim::kBusy) {
-      if (!wait) co_return Expected<void>();  // the sender takes our bytes along
       const detail::Session::Waiting counted(*session_);
       co_await std::move(released);
       continue;
@@ -265,7 +295,10 @@ Task<Expected<void>> Stream<S>::send(std::uint64_t upto, bool wait) {
     detail::OutputClaim held{session_.get(), {}};
     for (;;) {
       const io::ConstBuffer chunk = session_->next_output();
-      if (chunk.empty()) break;
+      if (chunk.empty()) {
+        held.held = false;  // released by next_output()
+        break;
+      }
       Expected<std::size_t> n = co_await transport_->write(chunk);
       if (!n) {
         held.failure = n.error();
@@ -328,13 +361,13 @@ Task<Expected<std::size_t>> Stream<S>::read(io::MutableBuffer buf) {
       case detail::Step::kInput:
         break;
     }
-    // Before waiting for the peer, what we owe it goes out (a KeyUpdate
-    // answer, a close_notify reply), unless a writer is sending: then it
-    // takes them along.
-    if (session_->sent() < session_->queued()) {
-      if (Expected<void> sent = co_await send(session_->queued(), false); !sent)
-        co_return sent.error();
-    }
+    // What a read queued (a KeyUpdate answer, an alert) went straight to
+    // the socket if it could; otherwise a writer holding the output claim
+    // sends it, or the next write, flush or shutdown. A read never waits
+    // for the write side (a writer stuck on a full transport must not stop
+    // the reads that drain the peer), so at most it tries once more here,
+    // without waiting.
+    if (session_->sent() < session_->queued()) session_->try_flush();
     if constexpr (DirectTransport<S>) {
       // receive()'s direct case, inlined (one frame fewer per wait).
       if (Expected<void> ready = co_await transport_->readable(); !ready) co_return ready.error();
@@ -349,8 +382,7 @@ Task<Expected<std::size_t>> Stream<S>::write(io::ConstBuffer buf) {
   if (buf.empty()) co_return std::size_t{0};
   // What an earlier, cancelled write left queued goes first.
   if (session_->sent() < session_->queued()) {
-    if (Expected<void> sent = co_await send(session_->queued(), true); !sent)
-      co_return sent.error();
+    if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   }
   for (;;) {
     const detail::Step step = session_->write(buf);
@@ -358,7 +390,7 @@ Task<Expected<std::size_t>> Stream<S>::write(io::ConstBuffer buf) {
       case detail::Step::kDone:
         // Usually the kernel took it all inside the call (direct I/O).
         if (session_->sent() < session_->queued()) {
-          if (Expected<void> sent = co_await send(session_->queued(), true); !sent)
+          if (Expected<void> sent = co_await send(session_->queued()); !sent)
             co_return sent.error();
         }
         co_return step.n;
@@ -378,8 +410,7 @@ Task<Expected<void>> Stream<S>::write_all(io::ConstBuffer buf) {
   // write()'s loop, inlined: one coroutine frame per call, not one per
   // record (the 64-byte echo path is dominated by such costs).
   if (session_->sent() < session_->queued()) {
-    if (Expected<void> sent = co_await send(session_->queued(), true); !sent)
-      co_return sent.error();
+    if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   }
   while (!buf.empty()) {
     const detail::Step step = session_->write(buf);
@@ -387,7 +418,7 @@ Task<Expected<void>> Stream<S>::write_all(io::ConstBuffer buf) {
       case detail::Step::kDone:
         buf = buf.after(step.n);
         if (session_->sent() < session_->queued()) {
-          if (Expected<void> sent = co_await send(session_->queued(), true); !sent)
+          if (Expected<void> sent = co_await send(session_->queued()); !sent)
             co_return sent.error();
         }
         break;
@@ -406,8 +437,7 @@ Task<Expected<void>> Stream<S>::write_all(io::ConstBuffer buf) {
 template <class S>
 Task<Expected<void>> Stream<S>::flush() {
   if (session_->sent() < session_->queued()) {
-    if (Expected<void> sent = co_await send(session_->queued(), true); !sent)
-      co_return sent.error();
+    if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   }
   co_return co_await transport_->flush();
 }
@@ -416,7 +446,7 @@ template <class S>
 Task<Expected<void>> Stream<S>::shutdown() {
   const detail::Step step = session_->close_notify();
   if (step.kind == detail::Step::kError) co_return step.error;
-  if (Expected<void> sent = co_await send(session_->queued(), true); !sent) co_return sent.error();
+  if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   co_return co_await transport_->shutdown();
 }
 
