@@ -299,7 +299,6 @@ volt::Task<void> serve_https_connection(volt::tls::Context ctx, TcpStream tcp) {
 }
 
 struct HttpsHandler {
-  static constexpr std::string_view kScheme = "https";
   volt::tls::Context ctx;
   volt::Task<void> operator()(TcpStream tcp, std::optional<volt::CancellationToken>,
                               http_example::Connections::Guard) const {
