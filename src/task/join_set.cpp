@@ -115,22 +115,12 @@ void JoinSetCore::insert(JoinSetEntry* entry, TaskHeader* task) noexcept {
   // The waker's reference. relaxed: we hold the set's.
   entry->refs.fetch_add(1, std::memory_order_relaxed);
   if (join_handle_register(task, Waker(&kEntryWakerVTable, entry))) return;
-  // Completed before the registration (the waker was dropped): ready now.
-  {
-    std::lock_guard guard(lock_);
-    entry->place = JoinSetEntry::Place::kReady;
-    entry->ready_prev = ready_tail_;
-    entry->ready_next = nullptr;
-    (ready_tail_ ? ready_tail_->ready_next : ready_head_) = entry;
-    ready_tail_ = entry;
-    // release: pairs with has_ready()'s acquire (as in finish()).
-    ready_count_.fetch_add(1, std::memory_order_release);
-  }
-  // A join_next() of this same task may be armed: in a sibling branch of a
-  // select or join whose other branch is spawning (the branches are polled
-  // once per wake-up, so without this it would not look again). Free when
-  // nothing is armed.
-  waker_.wake();
+  // Completed before the registration (the waker was dropped): ready now,
+  // exactly as if its waker had run (the set's reference keeps entry and
+  // core alive). finish() also wakes: a join_next() of this same task may be
+  // armed in a sibling branch of a select or join whose other branch is
+  // spawning (the branches are polled once per wake-up).
+  finish(entry);
 }
 
 void JoinSetCore::finish(JoinSetEntry* entry) noexcept {
