@@ -122,6 +122,13 @@ std::span<const Bench> file_benches();       // Tier 7, files.cpp
 std::span<const Bench> process_benches();    // Tier 8, processes.cpp
 std::span<const Bench> tls_benches();        // Tier 9, tls.cpp (with volt::tls only)
 
+// Loopback helpers of the network tiers (net.cpp): a listener on
+// 127.0.0.1:port (0: any), and a connected client/server pair through it,
+// TCP_NODELAY on both ends.
+volt::net::TcpListener loopback_listener(std::uint16_t port);
+volt::Task<std::pair<volt::net::TcpStream, volt::net::TcpStream>> connected_pair(
+    const volt::net::TcpListener& listener);
+
 // http_plaintext's measurement for any server: `serve` runs on a runtime of
 // config.workers workers (until aborted), wrk -t1 -c64 drives
 // SCHEME://127.0.0.1:PORT/ (net.cpp).

@@ -37,13 +37,10 @@
 extern char** environ;
 
 namespace volt_bench {
-namespace {
 
 using volt::net::SocketAddr;
 using volt::net::TcpListener;
 using volt::net::TcpStream;
-
-constexpr std::size_t kMessageLen = 64;
 
 TcpListener loopback_listener(std::uint16_t port) {
   return expect(TcpListener::bind(SocketAddr(volt::net::IpAddr::v4_loopback(), port)),
@@ -58,13 +55,17 @@ volt::Task<std::pair<TcpStream, TcpStream>> connected_pair(const TcpListener& li
   // (co_await results are bound to locals before use: GCC 12 mishandles
   // some co_awaits nested in a larger expression.)
   volt::Expected<TcpStream> connected = co_await TcpStream::connect(address);
-  TcpStream client = expect(std::move(connected), "connect to the echo server");
+  TcpStream client = expect(std::move(connected), "connect to the server");
   auto accept_result = co_await listener.accept();
   auto accepted = expect(std::move(accept_result), "accept the client");
   expect(client.set_nodelay(true), "TCP_NODELAY");
   expect(accepted.first.set_nodelay(true), "TCP_NODELAY");
   co_return std::pair<TcpStream, TcpStream>(std::move(client), std::move(accepted.first));
 }
+
+namespace {
+
+constexpr std::size_t kMessageLen = 64;
 
 // Writes 64 bytes and reads the 64 echoed bytes back, `rounds` times.
 volt::Task<void> round_trips(const TcpStream& stream, std::uint64_t rounds) {

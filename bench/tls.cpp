@@ -114,11 +114,6 @@ volt::tls::Context client_context() {
                 "TLS client context (bench/tls)");
 }
 
-TcpListener loopback_listener() {
-  return expect(TcpListener::bind(SocketAddr(volt::net::IpAddr::v4_loopback(), 0)),
-                "cannot listen on 127.0.0.1");
-}
-
 volt::Task<TlsStream> accept_tls(volt::tls::Context ctx, TcpStream tcp) {
   volt::Expected<TlsStream> s = co_await volt::tls::accept(ctx, std::move(tcp));
   co_return expect(std::move(s), "TLS accept");
@@ -127,17 +122,6 @@ volt::Task<TlsStream> accept_tls(volt::tls::Context ctx, TcpStream tcp) {
 volt::Task<TlsStream> connect_tls(volt::tls::Context ctx, TcpStream tcp) {
   volt::Expected<TlsStream> s = co_await volt::tls::connect(ctx, std::move(tcp), "localhost");
   co_return expect(std::move(s), "TLS connect");
-}
-
-volt::Task<std::pair<TcpStream, TcpStream>> connected_pair(const TcpListener& listener) {
-  const SocketAddr address = expect(listener.local_addr(), "listener address");
-  volt::Expected<TcpStream> connected = co_await TcpStream::connect(address);
-  TcpStream client = expect(std::move(connected), "connect");
-  auto accept_result = co_await listener.accept();
-  auto accepted = expect(std::move(accept_result), "accept");
-  expect(client.set_nodelay(true), "TCP_NODELAY");
-  expect(accepted.first.set_nodelay(true), "TCP_NODELAY");
-  co_return std::pair<TcpStream, TcpStream>(std::move(client), std::move(accepted.first));
 }
 
 // ---- tls_handshake ----
@@ -183,7 +167,7 @@ volt::Task<void> handshake_client(volt::tls::Context ctx, SocketAddr address, st
 // and back, close. The server accepts in a loop, a task per connection.
 volt::Task<Sample> tls_handshake(std::uint64_t ops) {
   constexpr std::uint64_t kClients = 4;
-  TcpListener listener = loopback_listener();
+  TcpListener listener = loopback_listener(0);
   const SocketAddr address = expect(listener.local_addr(), "listener address");
   volt::tls::Context server_ctx = server_context();
   volt::tls::Context client_ctx = client_context();
@@ -219,7 +203,7 @@ volt::Task<void> echo_server(volt::tls::Context ctx, TcpStream tcp) {
 // One connection (handshake outside the window); 64 bytes there and back,
 // ops times.
 volt::Task<Sample> tls_echo_rtt(std::uint64_t ops) {
-  TcpListener listener = loopback_listener();
+  TcpListener listener = loopback_listener(0);
   std::pair<TcpStream, TcpStream> pair = co_await connected_pair(listener);
   volt::JoinHandle<void> echo = volt::spawn(echo_server(server_context(), std::move(pair.second)));
   TlsStream client = co_await connect_tls(client_context(), std::move(pair.first));
@@ -264,7 +248,7 @@ volt::Task<void> bulk_writer(volt::tls::Context ctx, TcpStream tcp, volt::Notify
 // One connection (handshake outside the window); the server writes ops
 // chunks of 16 KiB, the client reads until it has them all.
 volt::Task<Sample> tls_bulk(std::uint64_t ops) {
-  TcpListener listener = loopback_listener();
+  TcpListener listener = loopback_listener(0);
   std::pair<TcpStream, TcpStream> pair = co_await connected_pair(listener);
   volt::Notify start;
   volt::JoinHandle<void> writer =
