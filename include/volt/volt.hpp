@@ -40,6 +40,7 @@
 #include "volt/sync/once_cell.hpp"
 #include "volt/sync/rwlock.hpp"
 #include "volt/sync/semaphore.hpp"
+#include "volt/task/block_in_place.hpp"
 #include "volt/task/join.hpp"
 #include "volt/task/join_all.hpp"
 #include "volt/task/join_handle.hpp"

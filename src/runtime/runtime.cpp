@@ -42,6 +42,11 @@ RuntimeCore::~RuntimeCore() {
   blocking_->release_reference();
 }
 
+void RuntimeCore::hand_off_worker() {
+  throw Error(errc::blocking_in_runtime,
+              "block_in_place on the current-thread runtime (it would block every task)");
+}
+
 void RuntimeCore::shutdown_blocking(std::chrono::steady_clock::time_point deadline) noexcept {
   const auto now = std::chrono::steady_clock::now();
   const std::chrono::nanoseconds left =
@@ -188,6 +193,19 @@ Handle Handle::current() {
   if (!shared || shared->is_shutting_down())
     throw Error(errc::runtime_shutdown, "Handle::current: the runtime is shut down");
   return Handle(std::move(shared));
+}
+
+Handle::EnterGuard Handle::enter() const {
+  return EnterGuard(*this);
+}
+
+Handle::EnterGuard::EnterGuard(Handle handle)
+    : handle_(std::move(handle)), previous_(detail::tls_context.entered) {
+  detail::tls_context.entered = detail::core_scheduler(*handle_.core_);
+}
+
+Handle::EnterGuard::~EnterGuard() {
+  detail::tls_context.entered = previous_;
 }
 
 RuntimeStats Handle::stats() const {

@@ -58,6 +58,11 @@ class RuntimeCore : public Scheduler, public std::enable_shared_from_this<Runtim
   // kUnattended): make sure somebody will. The current-thread flavour's core
   // holder always returns to the driver, so the default does nothing.
   virtual void on_unattended_timer() noexcept {}
+  // block_in_place on a thread whose tls_context.scheduler is this: passes
+  // the calling worker's role to a fresh thread (the multi-thread flavour),
+  // or does nothing when the thread is not a worker. The current-thread
+  // flavour has no one to pass it to: throws Error(errc::blocking_in_runtime).
+  virtual void hand_off_worker();
   // Scheduler: the runtime's hook (Builder::on_unhandled_exception).
   void unhandled_exception(TaskHeader* task, std::exception_ptr e) noexcept override {
     deliver_unhandled_exception(config_.on_unhandled_exception.get(), task->id, false,

@@ -111,11 +111,17 @@
  * The I/O events together with pushes (e.g. -DPUSHES=1) verify
  * too but take 50-90 million states (80-155 s): not registered.
  *
+ * A worker process here is a Worker object and its loop, not an OS thread:
+ * block_in_place (MultiThreadScheduler::hand_off_worker) moves the loop to
+ * a fresh thread between two polls (after run_task_call, before the next
+ * step), and the old thread touches none of the worker state again, so every
+ * step of the protocol still runs in one sequence per worker.
+ *
  * Step-to-line mapping:
- *   push_inject          src/runtime/scheduler/multi_thread.cpp:90  if (!inject_.push(task)) {
- *   remote_notify        src/runtime/scheduler/multi_thread.cpp:94  notify_parked();
- *   notify_to_notify     src/runtime/scheduler/multi_thread.cpp:100  if (auto index = idle_.worker_to_notify()) {
- *   notify_unpark        src/runtime/scheduler/multi_thread.cpp:101  workers_[*index]->parker().unpark(driver_);
+ *   push_inject          src/runtime/scheduler/multi_thread.cpp:129  if (!inject_.push(task)) {
+ *   remote_notify        src/runtime/scheduler/multi_thread.cpp:133  notify_parked();
+ *   notify_to_notify     src/runtime/scheduler/multi_thread.cpp:139  if (auto index = idle_.worker_to_notify()) {
+ *   notify_unpark        src/runtime/scheduler/multi_thread.cpp:140  workers_[*index]->parker().unpark(driver_);
  *   should_notify        src/runtime/scheduler/idle_set.cpp:19  if (!should_notify(state_.load(std::memory_order_relaxed))) return std::nullopt;
  *   should_notify_lock   src/runtime/scheduler/idle_set.cpp:23  if (!should_notify(state_.load(std::memory_order_seq_cst))) return std::nullopt;
  *   claim_count          src/runtime/scheduler/idle_set.cpp:30  state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
@@ -128,38 +134,38 @@
  *   run_next_task        src/runtime/scheduler/worker.cpp:38  TaskHeader* task = next_task();
  *   run_poll_driver      src/runtime/scheduler/worker.cpp:41  if (!task && scheduler_.driver().has_io_sources() && poll_driver()) task = next_task();
  *   run_steal            src/runtime/scheduler/worker.cpp:42  if (!task) task = steal_work();
- *   run_task_call        src/runtime/scheduler/worker.cpp:44  run_task(task);
- *   park                 src/runtime/scheduler/worker.cpp:182  void Worker::park() noexcept {
- *   local_in_driver      src/runtime/scheduler/worker.cpp:56  if (queue_.push_back_or_overflow(task, scheduler_.inject())) overflows_.add();
- *   local_lifo           src/runtime/scheduler/worker.cpp:64  TaskHeader* previous = std::exchange(lifo_, task);
- *   local_displaced      src/runtime/scheduler/worker.cpp:66  if (previous && queue_.push_back_or_overflow(previous
- *   local_notify         src/runtime/scheduler/worker.cpp:69  if (notify) scheduler_.notify_parked();
- *   next_fair_inject     src/runtime/scheduler/worker.cpp:74  if (tick_ % global_interval_ == 0) {
- *   next_lifo            src/runtime/scheduler/worker.cpp:85  return std::exchange(lifo_, nullptr);
- *   next_local           src/runtime/scheduler/worker.cpp:92  if (TaskHeader* task = queue_.pop()) return task;
- *   inject_batch         src/runtime/scheduler/worker.cpp:104  TaskHeader* first = inject.pop_batch(n, &popped);
- *   steal_searcher       src/runtime/scheduler/worker.cpp:120  if (!idle.try_become_searcher()) return nullptr;
- *   steal_half           src/runtime/scheduler/worker.cpp:130  workers[victim]->queue_.steal_into(queue_, &stolen)
- *   steal_inject         src/runtime/scheduler/worker.cpp:137  return next_from_inject();
- *   run_from_searching   src/runtime/scheduler/worker.cpp:144  if (scheduler_.idle().transition_from_searching()) scheduler_.notify_parked();
- *   run_poll             src/runtime/scheduler/worker.cpp:148  poll_task(task);
- *   poll_acquire         src/runtime/scheduler/worker.cpp:172  if (!driver.try_acquire()) return false;
- *   poll_turn            src/runtime/scheduler/worker.cpp:174  driver.park(false);
- *   poll_release         src/runtime/scheduler/worker.cpp:176  const bool hand_off = driver.release();
- *   poll_share           src/runtime/scheduler/worker.cpp:177  if (queue_.len() > 1) scheduler_.notify_parked();
- *   poll_hand_off        src/runtime/scheduler/worker.cpp:178  if (hand_off) scheduler_.hand_off_driver(index_);
- *   park_to_parked       src/runtime/scheduler/worker.cpp:184  if (idle.transition_to_parked(index_, is_searching_) && scheduler_.has_pending_work()) {
+ *   run_task_call        src/runtime/scheduler/worker.cpp:44  if (!run_task(task)) {
+ *   park                 src/runtime/scheduler/worker.cpp:192  void Worker::park() noexcept {
+ *   local_in_driver      src/runtime/scheduler/worker.cpp:60  if (queue_.push_back_or_overflow(task, scheduler_.inject())) overflows_.add();
+ *   local_lifo           src/runtime/scheduler/worker.cpp:68  TaskHeader* previous = std::exchange(lifo_, task);
+ *   local_displaced      src/runtime/scheduler/worker.cpp:70  if (previous && queue_.push_back_or_overflow(previous
+ *   local_notify         src/runtime/scheduler/worker.cpp:73  if (notify) scheduler_.notify_parked();
+ *   next_fair_inject     src/runtime/scheduler/worker.cpp:78  if (tick_ % global_interval_ == 0) {
+ *   next_lifo            src/runtime/scheduler/worker.cpp:89  return std::exchange(lifo_, nullptr);
+ *   next_local           src/runtime/scheduler/worker.cpp:96  if (TaskHeader* task = queue_.pop()) return task;
+ *   inject_batch         src/runtime/scheduler/worker.cpp:108  TaskHeader* first = inject.pop_batch(n, &popped);
+ *   steal_searcher       src/runtime/scheduler/worker.cpp:124  if (!idle.try_become_searcher()) return nullptr;
+ *   steal_half           src/runtime/scheduler/worker.cpp:134  workers[victim]->queue_.steal_into(queue_, &stolen)
+ *   steal_inject         src/runtime/scheduler/worker.cpp:141  return next_from_inject();
+ *   run_from_searching   src/runtime/scheduler/worker.cpp:148  if (scheduler_.idle().transition_from_searching()) scheduler_.notify_parked();
+ *   run_poll             src/runtime/scheduler/worker.cpp:152  poll_task(task);
+ *   poll_acquire         src/runtime/scheduler/worker.cpp:182  if (!driver.try_acquire()) return false;
+ *   poll_turn            src/runtime/scheduler/worker.cpp:184  driver.park(false);
+ *   poll_release         src/runtime/scheduler/worker.cpp:186  const bool hand_off = driver.release();
+ *   poll_share           src/runtime/scheduler/worker.cpp:187  if (queue_.len() > 1) scheduler_.notify_parked();
+ *   poll_hand_off        src/runtime/scheduler/worker.cpp:188  if (hand_off) scheduler_.hand_off_driver(index_);
+ *   park_to_parked       src/runtime/scheduler/worker.cpp:194  if (idle.transition_to_parked(index_, is_searching_) && scheduler_.has_pending_work()) {
  *   park_recheck_notify  src/runtime/scheduler/worker.cpp:187  scheduler_.notify_parked();
- *   park_parker          src/runtime/scheduler/worker.cpp:195  hand_off = parker_.park(scheduler_.driver());
- *   park_claimed         src/runtime/scheduler/worker.cpp:197  if (!idle.is_parked(index_)) {
- *   park_own_work        src/runtime/scheduler/worker.cpp:203  if (queue_.len() > 0 || lifo_ || !scheduler_.inject().is_empty()) {
- *   park_unpark_self     src/runtime/scheduler/worker.cpp:204  is_searching_ = !idle.unpark_self(index_);
- *   park_share           src/runtime/scheduler/worker.cpp:209  if (queue_.len() > 1 && !scheduler_.is_shutting_down()) scheduler_.notify_parked();
- *   park_hand_off        src/runtime/scheduler/worker.cpp:216  if (hand_off) scheduler_.hand_off_driver(index_);
- *   hand_off_is_parked   src/runtime/scheduler/multi_thread.cpp:122  if (idle_.is_parked(index)) {
- *   hand_off_unpark      src/runtime/scheduler/multi_thread.cpp:123  workers_[index]->parker().unpark(driver());
- *   pending_inject       src/runtime/scheduler/multi_thread.cpp:130  if (!inject_.is_empty()) return true;
- *   pending_stealable    src/runtime/scheduler/multi_thread.cpp:132  if (worker->queue().has_stealable()) return true;
+ *   park_parker          src/runtime/scheduler/worker.cpp:205  hand_off = parker_.park(scheduler_.driver());
+ *   park_claimed         src/runtime/scheduler/worker.cpp:207  if (!idle.is_parked(index_)) {
+ *   park_own_work        src/runtime/scheduler/worker.cpp:213  if (queue_.len() > 0 || lifo_ || !scheduler_.inject().is_empty()) {
+ *   park_unpark_self     src/runtime/scheduler/worker.cpp:214  is_searching_ = !idle.unpark_self(index_);
+ *   park_share           src/runtime/scheduler/worker.cpp:219  if (queue_.len() > 1 && !scheduler_.is_shutting_down()) scheduler_.notify_parked();
+ *   park_hand_off        src/runtime/scheduler/worker.cpp:226  if (hand_off) scheduler_.hand_off_driver(index_);
+ *   hand_off_is_parked   src/runtime/scheduler/multi_thread.cpp:161  if (idle_.is_parked(index)) {
+ *   hand_off_unpark      src/runtime/scheduler/multi_thread.cpp:162  workers_[index]->parker().unpark(driver());
+ *   pending_inject       src/runtime/scheduler/multi_thread.cpp:169  if (!inject_.is_empty()) return true;
+ *   pending_stealable    src/runtime/scheduler/multi_thread.cpp:171  if (worker->queue().has_stealable()) return true;
  *   parker_acquire       src/runtime/scheduler/parker.cpp:22  if (driver.try_acquire()) {
  *   parker_on_driver     src/runtime/scheduler/parker.cpp:23  park_on_driver(driver);
  *   parker_release       src/runtime/scheduler/parker.cpp:24  return driver.release();

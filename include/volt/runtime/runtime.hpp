@@ -150,11 +150,45 @@ class Handle {
   // Whether file operations use io_uring (see Builder::io_uring).
   bool uses_io_uring() const noexcept;
 
+  // Enters the runtime on the calling thread until the guard is destroyed
+  // (Tokio's Handle::enter): Handle::current(), volt::spawn and
+  // spawn_blocking then reach this runtime from a plain thread, e.g. to
+  // create and spawn from code that does not take a Handle. It does not run
+  // tasks here, and blocking (block_on, join) stays allowed. Guards nest:
+  // destroy them in the reverse order of their creation, on the thread that
+  // made them. On a runtime's own thread (a worker, inside a task), that
+  // runtime stays the current one.
+  //
+  //   volt::Runtime rt = volt::Runtime::Builder().build();
+  //   {
+  //     auto guard = rt.enter();
+  //     auto h = volt::spawn(work());      // on rt
+  //     h.join();
+  //   }
+  class EnterGuard;
+  [[nodiscard]] EnterGuard enter() const;
+
   explicit Handle(std::shared_ptr<detail::RuntimeCore> core) noexcept : core_(std::move(core)) {}
 
  private:
   friend class Runtime;
   std::shared_ptr<detail::RuntimeCore> core_;
+};
+
+// The guard of Handle::enter() / Runtime::enter(): keeps the runtime's core
+// alive (a Handle), and restores the thread's previously entered runtime when
+// destroyed. Neither copyable nor movable (it belongs to one thread's scope).
+class Handle::EnterGuard {
+ public:
+  ~EnterGuard();
+  EnterGuard(const EnterGuard&) = delete;
+  EnterGuard& operator=(const EnterGuard&) = delete;
+
+ private:
+  friend class Handle;
+  explicit EnterGuard(Handle handle);
+  Handle handle_;
+  detail::Scheduler* previous_;
 };
 
 class Runtime {
@@ -315,6 +349,15 @@ class Runtime {
   // Shuts down, waiting at most `timeout` for workers still inside a poll.
   // Idempotent; the runtime accepts no tasks afterwards.
   void shutdown_timeout(std::chrono::nanoseconds timeout);
+  // Shuts down without waiting for anything (Tokio's shutdown_background):
+  // shutdown_timeout(0). Idle workers leave and every task that is not being
+  // polled is cancelled at once; a worker inside a long poll, a thread inside
+  // block_in_place and running spawn_blocking work finish in the background
+  // (they keep what they use alive) and clean up after themselves.
+  void shutdown_background() { shutdown_timeout(std::chrono::nanoseconds::zero()); }
+
+  // See Handle::enter().
+  [[nodiscard]] Handle::EnterGuard enter() const { return handle_.enter(); }
 
  private:
   explicit Runtime(std::shared_ptr<detail::RuntimeCore> core);

@@ -22,28 +22,67 @@ MultiThreadScheduler::~MultiThreadScheduler() {
   for (auto& worker : workers_) {
     if (worker->thread().joinable()) worker->thread().detach();
   }
+  for (std::thread& thread : retired_threads_) {
+    if (thread.joinable()) thread.detach();
+  }
 }
 
 void MultiThreadScheduler::start() {
-  for (std::uint32_t i = 0; i < workers_.size(); ++i) {
-    Worker* worker = workers_[i].get();
-    worker->thread() = std::thread([core = shared_from_this(), this, worker, i] {
-      std::string name = config_.thread_name + "-" + std::to_string(i);
-      if (name.size() > 15) name.resize(15);  // the kernel's limit
-      ::pthread_setname_np(::pthread_self(), name.c_str());
-      if (config_.on_thread_start) config_.on_thread_start();
-      worker->run();
-      if (config_.on_thread_stop) config_.on_thread_stop();
+  for (std::uint32_t i = 0; i < workers_.size(); ++i)
+    workers_[i]->thread() = make_worker_thread(workers_[i].get(), i);
+}
+
+std::thread MultiThreadScheduler::make_worker_thread(Worker* worker, std::uint32_t index) {
+  return std::thread([core = shared_from_this(), this, worker, index] {
+    std::string name = config_.thread_name + "-" + std::to_string(index);
+    if (name.size() > 15) name.resize(15);  // the kernel's limit
+    ::pthread_setname_np(::pthread_self(), name.c_str());
+    if (config_.on_thread_start) config_.on_thread_start();
+    const bool kept_worker = worker->run();
+    if (config_.on_thread_stop) config_.on_thread_stop();
+    if (kept_worker) {
       worker_exited();
-      // `core` may be the last reference: it goes when this lambda returns.
-    });
-  }
+    } else {
+      retired_thread_exited();  // block_in_place: another thread runs the worker
+    }
+    // `core` may be the last reference: it goes when this lambda returns.
+  });
 }
 
 void MultiThreadScheduler::worker_exited() noexcept {
   std::lock_guard lock(exit_mutex_);
   ++workers_exited_;
   exit_cv_.notify_all();
+}
+
+void MultiThreadScheduler::retired_thread_exited() noexcept {
+  std::lock_guard lock(exit_mutex_);
+  --retired_live_;
+  exit_cv_.notify_all();
+}
+
+void MultiThreadScheduler::hand_off_worker() {
+  ThreadContext& ctx = tls_context;
+  if (ctx.scheduler != this || !ctx.worker) return;  // a helper thread: no worker to pass on
+  auto* worker = static_cast<Worker*>(ctx.worker);
+  {
+    std::lock_guard lock(exit_mutex_);
+    if (shutdown_done_) return;  // the loop ends after this poll anyway
+    std::thread next;
+    try {
+      next = make_worker_thread(worker, worker->index());
+    } catch (const std::system_error&) {
+      return;  // no thread to be had: fn runs on the worker, a long poll
+    }
+    // From here the new thread owns the worker's loop state (the LIFO slot,
+    // tick, searching flag...): this thread touches none of it again.
+    // std::thread's start synchronizes-with the new thread's first step, so
+    // it sees every write this thread made to that state before.
+    retired_threads_.push_back(std::move(worker->thread()));
+    worker->thread() = std::move(next);
+    ++retired_live_;
+  }
+  ctx.worker = nullptr;  // what Worker::run checks after the poll
 }
 
 void MultiThreadScheduler::spawn(TaskHeader* task) noexcept {
@@ -215,10 +254,17 @@ void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
 
   const bool on_own_worker = tls_context.scheduler == this && tls_context.worker;
   const std::uint32_t expected = num_workers() - (on_own_worker ? 1 : 0);
+  // Threads that handed their worker off (block_in_place) and have not ended:
+  // waited for like workers, except this one if it is one of them (shut down
+  // from inside block_in_place's fn or the rest of that poll).
+  std::uint32_t retired_self = 0;
+  for (const std::thread& thread : retired_threads_) {  // no hand-off after shutdown_done_
+    if (thread.get_id() == std::this_thread::get_id()) retired_self = 1;
+  }
   bool all_exited;
   {
     std::unique_lock lock(exit_mutex_);
-    auto exited = [&] { return workers_exited_ >= expected; };
+    auto exited = [&] { return workers_exited_ >= expected && retired_live_ <= retired_self; };
     if (forever) {
       exit_cv_.wait(lock, exited);  // now() + max would overflow
       all_exited = true;
@@ -226,8 +272,13 @@ void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
       all_exited = exit_cv_.wait_until(lock, deadline, exited);
     }
   }
-  for (auto& worker : workers_) {
-    std::thread& thread = worker->thread();
+  std::vector<std::thread*> threads;
+  for (auto& worker : workers_)
+    threads.push_back(&worker->thread());
+  for (std::thread& thread : retired_threads_)
+    threads.push_back(&thread);
+  for (std::thread* thread_pointer : threads) {
+    std::thread& thread = *thread_pointer;
     if (!thread.joinable()) continue;
     if (thread.get_id() == std::this_thread::get_id()) {
       thread.detach();  // shut down from inside a task: we cannot join ourselves

@@ -31,6 +31,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "detail/thread_parker.hpp"
@@ -83,9 +84,19 @@ class MultiThreadScheduler final : public RuntimeCore {
   void hand_off_driver(std::uint32_t from) noexcept;
   // RuntimeCore: a timer was registered while nobody holds the driver.
   void on_unattended_timer() noexcept override { hand_off_driver(num_workers()); }
+  // RuntimeCore: block_in_place. On a worker thread (inside a poll), starts a
+  // fresh thread that continues the worker's loop, and clears
+  // tls_context.worker: the calling thread is no longer the worker, and leaves
+  // the loop once the poll returns (Worker::run). Elsewhere, or if shut down
+  // or the thread cannot be made: nothing (fn runs in place).
+  void hand_off_worker() override;
 
  private:
   void schedule_task(TaskHeader* task, bool is_yield, bool caller_holds_reference) noexcept;
+  // The thread that runs worker `index` (at start, or after a hand-off).
+  std::thread make_worker_thread(Worker* worker, std::uint32_t index);
+  // A thread that handed its worker off (block_in_place) ended.
+  void retired_thread_exited() noexcept;
   void wake_helper() noexcept;
 
   // A thread blocked in block_until_complete, offering to run queued work.
@@ -113,6 +124,13 @@ class MultiThreadScheduler final : public RuntimeCore {
   std::condition_variable exit_cv_;
   std::uint32_t workers_exited_ = 0;  // guarded by exit_mutex_
   bool shutdown_done_ = false;        // guarded by exit_mutex_
+  // block_in_place: each Worker's thread() is the thread running its loop now.
+  // A thread that handed its worker off moves here (guarded by exit_mutex_,
+  // as is every worker's thread() while a hand-off can happen: hand-offs stop
+  // once shutdown_done_ is set, so shutdown() then reads them unlocked), and
+  // counts in retired_live_ until it ends; shutdown waits for those too.
+  std::vector<std::thread> retired_threads_;
+  std::uint32_t retired_live_ = 0;
 };
 
 }  // namespace volt::detail

@@ -30,7 +30,7 @@ std::uint32_t Worker::next_random() noexcept {
   return static_cast<std::uint32_t>(rng_ >> 32);
 }
 
-void Worker::run() noexcept {
+bool Worker::run() noexcept {
   tls_context.scheduler = &scheduler_;
   tls_context.worker = this;
   batch_start_ns_ = now_ns();
@@ -41,7 +41,10 @@ void Worker::run() noexcept {
     if (!task && scheduler_.driver().has_io_sources() && poll_driver()) task = next_task();
     if (!task) task = steal_work();
     if (task) {
-      run_task(task);
+      if (!run_task(task)) {
+        tls_context.scheduler = nullptr;
+        return false;  // handed off: another thread runs this loop now
+      }
       continue;
     }
     park();
@@ -49,6 +52,7 @@ void Worker::run() noexcept {
   release_queued_tasks();
   tls_context.worker = nullptr;
   tls_context.scheduler = nullptr;
+  return true;
 }
 
 void Worker::schedule_local(TaskHeader* task, bool is_yield) noexcept {
@@ -137,7 +141,7 @@ TaskHeader* Worker::steal_work() noexcept {
   return next_from_inject();
 }
 
-void Worker::run_task(TaskHeader* task) noexcept {
+bool Worker::run_task(TaskHeader* task) noexcept {
   if (is_searching_) {
     is_searching_ = false;
     // The last searcher to find work wakes another: there may be more.
@@ -146,7 +150,13 @@ void Worker::run_task(TaskHeader* task) noexcept {
   ++tick_;
   polled_.add();
   poll_task(task);
+  // block_in_place inside the poll gave this worker to a fresh thread, which
+  // may already be running its loop: touch nothing of it. (One TLS load per
+  // poll.)
+  if (tls_context.worker != this) [[unlikely]]
+    return false;
   if (++polls_since_maintenance_ >= kMaintenanceInterval) maintenance();
+  return true;
 }
 
 void Worker::maintenance() noexcept {

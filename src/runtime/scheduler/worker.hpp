@@ -76,13 +76,17 @@ class Worker {
 
   Worker(MultiThreadScheduler& scheduler, std::uint32_t index);
 
-  // Thread body. Returns after shutdown, having released its queued tasks.
-  void run() noexcept;
+  // Thread body. Returns true after shutdown, having released its queued
+  // tasks; false as soon as a poll returns in which the task handed this
+  // worker to another thread (block_in_place: tls_context.worker no longer
+  // names it), having touched none of its state since.
+  bool run() noexcept;
 
   // Owner thread only (the scheduler checks). A woken task goes to the LIFO
   // slot (cache-hot, runs next); a yielded one to the back of the local queue.
   void schedule_local(TaskHeader* task, bool is_yield) noexcept;
 
+  std::uint32_t index() const noexcept { return index_; }
   StealQueue& queue() noexcept { return queue_; }
   Parker& parker() noexcept { return parker_; }
   std::thread& thread() noexcept { return thread_; }
@@ -92,7 +96,8 @@ class Worker {
   TaskHeader* next_task() noexcept;
   TaskHeader* next_from_inject() noexcept;
   TaskHeader* steal_work() noexcept;
-  void run_task(TaskHeader* task) noexcept;
+  // False if the poll handed this worker off (see run()).
+  bool run_task(TaskHeader* task) noexcept;
   void maintenance() noexcept;
   // Non-blocking driver poll if the driver is free; false if another thread
   // holds it. Tasks it wakes go to our local queue (in_driver_).
