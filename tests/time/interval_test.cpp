@@ -296,6 +296,33 @@ TEST(IntervalMissedTicksTest, ResetAndMove) {
   EXPECT_EQ(r.moved_now, 23ms);
 }
 
+// Each reset form, then two ticks: when each completed, relative to t0.
+Task<std::vector<Seen>> resets() {
+  std::vector<Seen> seen;
+  volt::Interval iv = volt::interval(10ms);
+  const Instant t0 = co_await iv.tick();
+  auto record = [&](Instant at) { seen.push_back({at - t0, volt::time::now() - t0}); };
+  co_await volt::time::advance(4ms);
+  iv.reset_immediately();  // due at +4: at once, then every 10 ms from there
+  record(co_await iv.tick());
+  record(co_await iv.tick());
+  iv.reset_after(7ms);  // now +14: due at +21
+  record(co_await iv.tick());
+  record(co_await iv.tick());
+  iv.reset_at(t0 + 100ms);
+  record(co_await iv.tick());
+  iv.reset_after(-5ms);  // not in the past: now
+  record(co_await iv.tick());
+  co_return seen;
+}
+
+TEST(IntervalMissedTicksTest, ResetImmediatelyAfterAndAt) {
+  Runtime rt = paused_runtime();
+  std::vector<Seen> seen = rt.block_on(resets());
+  expect_ticks(
+      seen, {{4ms, 4ms}, {14ms, 14ms}, {21ms, 21ms}, {31ms, 31ms}, {100ms, 100ms}, {100ms, 100ms}});
+}
+
 // ---- withdrawn tick waits on the paused clock ----
 
 Task<Instant> tick_once(volt::Interval* iv, std::atomic<int>* waiting) {

@@ -23,6 +23,8 @@
 //  - The timer lives in the Interval: ticking allocates nothing. Destroying a
 //    tick() wait (abort, timeout, select) cancels it; the tick is not lost and
 //    the next tick() waits for it again.
+//  - reset() (next tick one period from now), reset_immediately(),
+//    reset_after(d), reset_at(t) restart the schedule from the tick they set.
 //  - An Interval is one owner's; it may be moved between ticks.
 #pragma once
 
@@ -55,10 +57,24 @@ class Interval {
   void set_missed_tick_behavior(MissedTickBehavior behavior) noexcept { behavior_ = behavior; }
   // When the next tick is due.
   Instant next_tick() const noexcept { return next_; }
-  // Restarts the schedule: the next tick is one period from now.
-  void reset() noexcept {
+  // Restarting the schedule (Tokio's reset family). Each sets when the next
+  // tick is due; the ticks after it follow every period from there. Call
+  // them between ticks, not while a tick() of this Interval is waiting.
+  // The next tick is one period from now.
+  void reset() noexcept { reset_at(detail::saturating_add(time::now(), period_)); }
+  // The next tick is due now: the next tick() completes at once.
+  void reset_immediately() noexcept { reset_at(time::now()); }
+  // The next tick is `after` from now (zero or less: now).
+  template <class Rep, class Period>
+  void reset_after(std::chrono::duration<Rep, Period> after) noexcept {
+    const Duration d = detail::saturate_ns(after);
+    reset_at(d > Duration::zero() ? detail::saturating_add(time::now(), d) : time::now());
+  }
+  // The next tick is at `deadline` (a past one: due at once, and counted as
+  // missed if more than 5 ms ago, under the MissedTickBehavior).
+  void reset_at(Instant deadline) noexcept {
     node_.reset();
-    next_ = detail::saturating_add(time::now(), period_);
+    next_ = deadline;
   }
 
   class [[nodiscard]] TickAwaiter {
