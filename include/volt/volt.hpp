@@ -32,6 +32,7 @@
 #include "volt/process/process.hpp"
 #include "volt/runtime/runtime.hpp"
 #include "volt/runtime/stats.hpp"
+#include "volt/signal/shutdown.hpp"
 #include "volt/signal/signal.hpp"
 #include "volt/sync/barrier.hpp"
 #include "volt/sync/cancellation_token.hpp"
