@@ -284,14 +284,13 @@ volt::Task<void> serve_https_connection(volt::tls::Context ctx, TcpStream tcp) {
 
 struct HttpsHandler {
   volt::tls::Context ctx;
-  volt::Task<void> operator()(TcpStream tcp, std::optional<volt::CancellationToken>,
-                              http_example::Connections::Guard) const {
+  volt::Task<void> operator()(TcpStream tcp, http_example::ConnectionShutdown) const {
     return serve_https_connection(ctx, std::move(tcp));
   }
 };
 
 volt::Task<void> serve_https(TcpListener listener) {
-  co_await http_example::accept_loop(listener, {}, nullptr, HttpsHandler{server_context()});
+  co_await http_example::accept_loop(listener, {}, HttpsHandler{server_context()});
 }
 
 // http_plaintext's server behind TLS 1.3, driven by wrk over https.

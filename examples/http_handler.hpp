@@ -4,10 +4,9 @@
 // examples/showcase.cpp, the benchmark (bench/net.cpp), and, over TLS,
 // examples/https_server.cpp.
 //
-//   volt::CancellationToken stop;
+//   volt::Shutdown shutdown = volt::Shutdown::on_signals();  // SIGINT, SIGTERM
 //   auto listener = volt::net::TcpListener::bind("127.0.0.1:8080");
-//   // ... on SIGTERM: stop.cancel();
-//   bool drained = co_await http_example::serve(*listener, stop, std::chrono::seconds(5));
+//   bool drained = co_await http_example::serve(*listener, shutdown, std::chrono::seconds(5));
 //
 // What it answers (byte for byte what the Tokio side of the benchmark
 // answers, the Tokio side's net.rs):
@@ -20,14 +19,15 @@
 //  - connections are kept alive; pipelined requests are answered in order, all
 //    the answers to what one read brought in one write.
 //
-// Graceful shutdown (serve() with a CancellationToken): when the token is
-// cancelled the accept loop stops (the listener is left open but unused, so
+// Graceful shutdown (serve() with a volt::Shutdown): when it is triggered
+// the accept loop stops (the listener is left open but unused, so
 // new connections wait in the backlog and are reset when it closes), every
 // idle keep-alive connection is closed (one whose next request has already
 // arrived answers it first), a connection holding part of a request reads
 // the rest, answers it and closes, and serve() waits for the
-// last connection, at most `drain` long (then it gives up on the stragglers,
-// which the runtime's shutdown destroys).
+// last connection (each holds a WorkGuard), at most `drain` long or until a
+// second signal (then it gives up on the stragglers, which the runtime's
+// shutdown destroys).
 //
 // Any byte stream: serve_connection() is written against io::AsyncRead and
 // io::AsyncWrite (a TcpStream, or a tls::Stream<TcpStream> in
@@ -100,58 +100,6 @@ inline Answered answer(std::string_view input, std::string& output) {
   }
 }
 
-// The live connections of one server, so that a graceful shutdown can wait
-// for the last one.
-class Connections {
- public:
-  // One live connection: made by the accept loop before it spawns the
-  // connection's task (so a drain that starts before the task first runs
-  // still counts it), moved into the task, released when the task ends or
-  // the runtime destroys it. A Guard of nullptr counts nothing.
-  class Guard {
-   public:
-    explicit Guard(std::shared_ptr<Connections> c) noexcept : c_(std::move(c)) {
-      // relaxed: the accept loop increments before it returns to serve(),
-      // which then reads the count in the same task (program order); the
-      // decrement in ~Guard is what idle() orders with.
-      if (c_) c_->live_.fetch_add(1, std::memory_order_relaxed);
-    }
-    Guard(Guard&& other) noexcept : c_(std::move(other.c_)) {}
-    Guard& operator=(Guard&&) = delete;
-    ~Guard() {
-      // release: pairs with the acquire load in live(), so a drain that sees
-      // zero sees every connection's work done. The last one out wakes the
-      // drain; notify_waiters() completes any notified() created before it,
-      // which is why idle() creates its notified() before loading the count.
-      if (c_ && c_->live_.fetch_sub(1, std::memory_order_release) == 1) c_->idle_.notify_waiters();
-    }
-
-   private:
-    std::shared_ptr<Connections> c_;
-  };
-
-  std::size_t live() const noexcept {
-    // acquire: pairs with ~Guard's release (see there).
-    return live_.load(std::memory_order_acquire);
-  }
-
-  // Completes when no connection is live (waits at most `limit`); true if
-  // none is.
-  volt::Task<bool> idle(std::chrono::nanoseconds limit) {
-    const volt::Instant deadline = volt::time::now() + limit;
-    for (;;) {
-      volt::Notify::Notified gone = idle_.notified();  // before the load: see ~Guard
-      if (live() == 0) co_return true;
-      volt::Expected<void> woke = co_await volt::timeout_at(deadline, std::move(gone));
-      if (!woke) co_return live() == 0;
-    }
-  }
-
- private:
-  std::atomic<std::size_t> live_{0};
-  volt::Notify idle_;
-};
-
 // Whether a connection on a Stream ends with an awaited stream.shutdown()
 // when it ends cleanly (the peer closed, a 405/431, the server's shutdown)
 // rather than by just closing the descriptor. False for a TcpStream (the
@@ -165,13 +113,13 @@ inline constexpr bool kShutdownWhenDone = false;
 // `shutdown` token) the shutdown: idle, it closes at once; holding part of a
 // request, it answers that request first. Without a token (the benchmark)
 // each read is a plain read, as on the Tokio side. `guard` counts the
-// connection in its server's Connections until the task ends. A stream with
+// connection as the server's work in flight until the task ends. A stream with
 // set_nodelay() (a TcpStream) gets TCP_NODELAY first; a wrapper (TLS) is
 // expected to have set it on its transport already.
 template <class Stream>
 requires volt::io::AsyncRead<Stream> && volt::io::AsyncWrite<Stream> volt::Task<void>
 serve_connection(Stream stream, std::optional<volt::CancellationToken> shutdown = {},
-                 [[maybe_unused]] Connections::Guard guard = Connections::Guard(nullptr)) {
+                 [[maybe_unused]] std::optional<volt::WorkGuard> guard = {}) {
   if constexpr (requires { stream.set_nodelay(true); }) {
     if (!stream.set_nodelay(true)) co_return;
   }
@@ -218,26 +166,33 @@ serve_connection(Stream stream, std::optional<volt::CancellationToken> shutdown 
   if constexpr (kShutdownWhenDone<Stream>) (void)co_await stream.shutdown();
 }
 
+// A connection's share of a graceful shutdown: the token to watch and the
+// WorkGuard that counts it as in flight (both empty for a server that is
+// never shut down, the benchmark's).
+struct ConnectionShutdown {
+  std::optional<volt::CancellationToken> token;
+  std::optional<volt::WorkGuard> guard;
+};
+
 // The default connection handler of accept_loop(): plain HTTP on the
-// accepted TcpStream. A handler is called as handler(stream, shutdown,
-// guard) and returns the connection's task (spawned by accept_loop); its
-// kScheme is what serve_until_signalled() prints ("http://...").
+// accepted TcpStream. A handler is called as handler(stream, shutdown) and
+// returns the connection's task (spawned by accept_loop), which keeps
+// `shutdown` (its guard) until it ends; its kScheme is what
+// serve_until_signalled() prints ("http://...").
 struct PlainHttp {
   static constexpr std::string_view kScheme = "http";
-  volt::Task<void> operator()(volt::net::TcpStream stream,
-                              std::optional<volt::CancellationToken> shutdown,
-                              Connections::Guard guard) const {
-    return serve_connection(std::move(stream), std::move(shutdown), std::move(guard));
+  volt::Task<void> operator()(volt::net::TcpStream stream, ConnectionShutdown shutdown) const {
+    return serve_connection(std::move(stream), std::move(shutdown.token),
+                            std::move(shutdown.guard));
   }
 };
 
-// Accepts until `shutdown` is cancelled (forever without one), a task per
-// connection (the one `handler` makes); the tasks get copies of the token
-// and a Guard of `live`, so they may outlive the loop.
+// Accepts until `shutdown` is triggered (forever without one), a task per
+// connection (the one `handler` makes); each task gets the shutdown's token
+// and a WorkGuard, so it may outlive the loop and still be drained.
 template <class Handler = PlainHttp>
 volt::Task<void> accept_loop(const volt::net::TcpListener& listener,
-                             std::optional<volt::CancellationToken> shutdown = {},
-                             std::shared_ptr<Connections> live = nullptr, Handler handler = {}) {
+                             std::optional<volt::Shutdown> shutdown = {}, Handler handler = {}) {
   using namespace std::chrono_literals;
   std::chrono::steady_clock::time_point last_report{};
   for (;;) {
@@ -245,14 +200,18 @@ volt::Task<void> accept_loop(const volt::net::TcpListener& listener,
         volt::errc::closed;  // set by one of the accepts below
     if (shutdown) {
       // accept is cancel-safe: the losing accept has taken no connection.
-      auto first = co_await volt::select(listener.accept(), shutdown->cancelled());
+      auto first = co_await volt::select(listener.accept(), shutdown->triggered());
       if (first.index() == 1) co_return;
       accepted = std::move(std::get<0>(first));
     } else {
       accepted = co_await listener.accept();
     }
     if (accepted) {
-      (void)volt::spawn(handler(std::move(accepted->first), shutdown, Connections::Guard(live)));
+      // The guard is taken here, before the task first runs, so that a drain
+      // starting meanwhile still counts the connection.
+      ConnectionShutdown share;
+      if (shutdown) share = {shutdown->token(), shutdown->start_work()};
+      (void)volt::spawn(handler(std::move(accepted->first), std::move(share)));
       continue;
     }
     // Out of descriptors (EMFILE/ENFILE) or memory: the connection waits in
@@ -264,7 +223,7 @@ volt::Task<void> accept_loop(const volt::net::TcpListener& listener,
       last_report = now;
     }
     if (shutdown) {
-      auto woke = co_await volt::select(volt::sleep(10ms), shutdown->cancelled());
+      auto woke = co_await volt::select(volt::sleep(10ms), shutdown->triggered());
       if (woke.index() == 1) co_return;
     } else {
       co_await volt::sleep(10ms);
@@ -272,16 +231,14 @@ volt::Task<void> accept_loop(const volt::net::TcpListener& listener,
   }
 }
 
-// Serves on `listener` until `shutdown` is cancelled, then drains (see the
-// header comment). True if every connection finished within `drain`.
+// Serves on `listener` until `shutdown` is triggered, then drains (see the
+// header comment). True if every connection finished within `drain` (a
+// forced shutdown, a second signal, ends the drain at once: false).
 template <class Handler = PlainHttp>
-volt::Task<bool> serve(const volt::net::TcpListener& listener, volt::CancellationToken shutdown,
+volt::Task<bool> serve(const volt::net::TcpListener& listener, volt::Shutdown shutdown,
                        std::chrono::nanoseconds drain, Handler handler = {}) {
-  // Shared with the connection tasks, which may outlive this frame when
-  // the drain gives up on them (the runtime destroys them later).
-  auto live = std::make_shared<Connections>();
-  co_await accept_loop(listener, shutdown, live, std::move(handler));
-  co_return co_await live->idle(drain);
+  co_await accept_loop(listener, shutdown, std::move(handler));
+  co_return co_await shutdown.wait_pending(drain);
 }
 
 // The whole program of examples/http_server (and of the showcase's last
@@ -295,10 +252,9 @@ template <class Handler = PlainHttp>
 volt::Task<int> serve_until_signalled(std::string address, std::chrono::nanoseconds drain,
                                       Handler handler = {}) {
   // The handlers go in before the listener exists: from the moment a client
-  // can connect, SIGTERM and SIGINT are counted here instead of killing the
-  // process.
-  volt::signal::Signal term = volt::signal::signal(SIGTERM);
-  volt::signal::Signal interrupt = volt::signal::signal(SIGINT);
+  // can connect, SIGTERM and SIGINT are counted instead of killing the
+  // process (the first triggers the shutdown, a second forces its end).
+  volt::Shutdown shutdown = volt::Shutdown::on_signals({SIGTERM, SIGINT});
   volt::Expected<volt::net::TcpListener> listener = volt::net::TcpListener::bind(address);
   if (!listener) {
     std::fprintf(stderr, "cannot listen on %s: %s\n", address.c_str(),
@@ -311,15 +267,11 @@ volt::Task<int> serve_until_signalled(std::string address, std::chrono::nanoseco
               local ? local->to_string().c_str() : address.c_str());
   std::fflush(stdout);
 
-  volt::CancellationToken stop;
-  volt::JoinHandle<bool> server = volt::spawn(serve(*listener, stop, drain, std::move(handler)));
-  auto first = co_await volt::select(term.recv(), interrupt.recv(), server);
-  if (first.index() == 2) co_return 1;  // not reached: serve() ends only after stop.cancel()
-  std::fprintf(stderr, "%s: stopping: no new connections, finishing the requests in flight\n",
-               first.index() == 0 ? "SIGTERM" : "SIGINT");
-  stop.cancel();
-  auto drained = co_await volt::select(server, term.recv(), interrupt.recv());
-  if (drained.index() != 0 || !std::get<0>(drained))
+  volt::JoinHandle<bool> server =
+      volt::spawn(serve(*listener, shutdown, drain, std::move(handler)));
+  co_await shutdown.triggered();
+  std::fprintf(stderr, "stopping: no new connections, finishing the requests in flight\n");
+  if (!co_await server)
     std::fprintf(stderr, "stopped without waiting for the last connections\n");
   else
     std::fprintf(stderr, "stopped: every connection finished\n");

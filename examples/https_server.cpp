@@ -55,11 +55,10 @@ namespace {
 
 constexpr auto kHandshakeLimit = 10s;
 
-// One connection: the handshake, then HTTP over TLS. The guard counts it
+// One connection: the handshake, then HTTP over TLS. The shutdown guard counts it
 // (handshake included) in the server's live connections.
 volt::Task<void> serve_tls(volt::tls::Context context, volt::net::TcpStream tcp,
-                           std::optional<volt::CancellationToken> shutdown,
-                           [[maybe_unused]] http_example::Connections::Guard guard) {
+                           http_example::ConnectionShutdown shutdown) {
   // On the transport, before the handshake: its flights go out at once too.
   if (!tcp.set_nodelay(true)) co_return;
   std::string peer = "a client";
@@ -73,7 +72,8 @@ volt::Task<void> serve_tls(volt::tls::Context context, volt::net::TcpStream tcp,
                  tls.error().message().c_str());
     co_return;
   }
-  co_await http_example::serve_connection(std::move(*tls), std::move(shutdown));
+  co_await http_example::serve_connection(std::move(*tls), std::move(shutdown.token),
+                                          std::move(shutdown.guard));
 }
 
 // http_handler.hpp's connection handler for TLS.
@@ -81,9 +81,8 @@ struct TlsHttp {
   static constexpr std::string_view kScheme = "https";
   volt::tls::Context context;
   volt::Task<void> operator()(volt::net::TcpStream tcp,
-                              std::optional<volt::CancellationToken> shutdown,
-                              http_example::Connections::Guard guard) const {
-    return serve_tls(context, std::move(tcp), std::move(shutdown), std::move(guard));
+                              http_example::ConnectionShutdown shutdown) const {
+    return serve_tls(context, std::move(tcp), std::move(shutdown));
   }
 };
 
