@@ -100,9 +100,14 @@ class IoSource {
 
   // Readiness bits that let an operation of this direction proceed (a closed
   // direction or an error makes the system call return at once).
+  // Interest is a bit set: kBoth is satisfied by either direction's bits.
   static constexpr std::uint64_t ready_mask(Interest interest) noexcept {
-    return interest == Interest::kRead ? (kReadable | kReadClosed | kError)
-                                       : (kWritable | kWriteClosed | kError);
+    const auto set = static_cast<std::uint8_t>(interest);
+    std::uint64_t mask = 0;
+    if (set & static_cast<std::uint8_t>(Interest::kRead)) mask |= kReadable | kReadClosed | kError;
+    if (set & static_cast<std::uint8_t>(Interest::kWrite))
+      mask |= kWritable | kWriteClosed | kError;
+    return mask;
   }
   // What an EAGAIN clears (see above).
   static constexpr std::uint64_t clear_mask(Interest interest) noexcept {
@@ -169,7 +174,7 @@ class IoSource {
   // readable/writable bit. A hang-up may have arrived with the last bytes;
   // its closed bit must stay so the next read sees the end of stream.
   void clear_drained(std::uint64_t seen, Interest interest) noexcept {
-    clear_bits(seen, interest == Interest::kRead ? kReadable : kWritable);
+    clear_bits(seen, ready_mask(interest) & (kReadable | kWritable));
   }
   // Wakes the waiters that `bits` satisfies (all of them once shut down).
   void wake(std::uint64_t bits) noexcept;
