@@ -137,12 +137,12 @@ Step ReadBuf::step(IoOperation& op) noexcept {
   auto& self = static_cast<ReadBuf&>(op);
   std::vector<std::byte>& vec = *self.vec_;
   const std::size_t old = vec.size();
-  const std::size_t spare = vec.capacity() - old;
-  // Within capacity: resize allocates nothing (and cannot throw). The spare
-  // bytes are zero-filled first (a vector cannot expose uninitialised
-  // elements), and the size goes back to old + n before the step returns,
-  // so no one (a cancellation included) sees the vector at full capacity.
-  vec.resize(vec.capacity());
+  const std::size_t spare = std::min(vec.capacity() - old, kReadBufMaxRead);
+  // Within capacity: resize allocates nothing (and cannot throw). The bytes
+  // received into are zero-filled first (a vector cannot expose
+  // uninitialised elements), and the size goes back to old + n before the
+  // step returns, so no one (a cancellation included) sees it larger.
+  vec.resize(old + spare);
   Step result;
   const bool received = self.syscall([&] { return ::recv(self.fd(), vec.data() + old, spare, 0); },
                                      self.done_, result);
@@ -158,11 +158,11 @@ Step ReadyEvents::step(IoOperation& op) noexcept {
   // interest): a flag the driver added since is reported too.
   const std::uint64_t bits = self.source()->readiness();
   Readiness r;
-  if (has(self.interest_, Interest::kReadable)) {
+  if (is_readable(self.interest_)) {
     r.readable = (bits & IoSource::kReadable) != 0;
     r.read_closed = (bits & IoSource::kReadClosed) != 0;
   }
-  if (has(self.interest_, Interest::kWritable)) {
+  if (is_writable(self.interest_)) {
     r.writable = (bits & IoSource::kWritable) != 0;
     r.write_closed = (bits & IoSource::kWriteClosed) != 0;
   }
@@ -172,8 +172,8 @@ Step ReadyEvents::step(IoOperation& op) noexcept {
   // allows). Never kWouldBlock: with kBoth its clear would drop the other
   // direction's readiness, which nobody has consumed.
   if (r.is_empty()) {
-    r.readable = has(self.interest_, Interest::kReadable);
-    r.writable = has(self.interest_, Interest::kWritable);
+    r.readable = is_readable(self.interest_);
+    r.writable = is_writable(self.interest_);
   }
   self.seen_ = r;
   return Step::kDone;

@@ -474,6 +474,78 @@ TEST(TcpStreamOptions, TtlRoundTripsOnV4AndV6) {
   }());
 }
 
+// read_buf into a large spare capacity receives (and zero-fills) at most
+// kReadBufMaxRead; ready() with no direction is refused at once.
+TEST(TcpStreamOptions, ReadBufBoundsOneReadAndReadyRejectsAnEmptyInterest) {
+  Runtime rt = make_runtime(kCurrentThread);
+  rt.block_on([]() -> Task<void> {
+    auto [client, server] = co_await connected_pair();
+    auto none = co_await server.ready(Interest{});
+    EXPECT_EQ(none.error(), make_error_code(errc::invalid_argument));
+    const std::string sent(3 * net::kReadBufMaxRead, 'z');
+    auto writer = spawn([](const TcpStream& c, const std::string& data) -> Task<void> {
+      EXPECT_TRUE(co_await c.write_all(data));
+    }(client, sent));
+    std::vector<std::byte> vec;
+    vec.reserve(4 * net::kReadBufMaxRead);
+    const std::size_t cap = vec.capacity();
+    while (vec.size() < sent.size()) {
+      auto n = co_await server.read_buf(vec);
+      EXPECT_TRUE(n);
+      EXPECT_GT(*n, 0u);
+      EXPECT_LE(*n, net::kReadBufMaxRead);
+    }
+    EXPECT_EQ(vec.capacity(), cap);  // spare capacity was there: no growth
+    EXPECT_EQ(vec.size(), sent.size());
+    co_await writer;
+  }());
+}
+
+// The halves forward peek, try_peek, read_buf and ready.
+TEST(TcpStreamOptions, HalvesPeekReadBufAndReady) {
+  Runtime rt = make_runtime(kMultiThread2);
+  rt.block_on([]() -> Task<void> {
+    auto [client, server] = co_await connected_pair();
+    auto [reader, writer] = std::move(server).into_split();
+    auto [creader, cwriter] = client.split();
+    auto w = co_await writer.ready(Interest::kWritable);
+    EXPECT_TRUE(w->writable);
+    EXPECT_TRUE(co_await cwriter.write_all(std::string_view("abcd")));
+    char buf[4];
+    EXPECT_TRUE(co_await reader.read_exact(io::MutableBuffer(buf, 1)));  // "a"
+    auto p = co_await reader.peek(io::MutableBuffer(buf, 1));
+    EXPECT_EQ(*p, 1u);
+    EXPECT_EQ(buf[0], 'b');
+    auto tp = reader.try_peek(io::MutableBuffer(buf, 1));
+    EXPECT_EQ(*tp, 1u);
+    EXPECT_EQ(buf[0], 'b');
+    std::vector<std::byte> vec;
+    std::size_t got = 0;
+    while (got < 3) {
+      auto n = co_await reader.read_buf(vec);
+      EXPECT_TRUE(n);
+      got += *n;
+    }
+    EXPECT_EQ(static_cast<char>(vec[0]), 'b');
+    EXPECT_EQ(static_cast<char>(vec[2]), 'd');
+    EXPECT_TRUE(co_await writer.shutdown());
+    auto r = co_await creader.ready(Interest::kReadable);
+    while (!r->read_closed) {
+      // Before the driver reports the FIN: EAGAIN (readiness cleared, the
+      // next ready() waits), or already 0 (the FIN is queued).
+      char b[1];
+      auto n = creader.try_read(b);
+      if (n) {
+        EXPECT_EQ(*n, 0u);
+      } else {
+        EXPECT_EQ(n.error(), std::errc::resource_unavailable_try_again);
+      }
+      r = co_await creader.ready(Interest::kReadable);
+    }
+    EXPECT_TRUE(r->read_closed);
+  }());
+}
+
 // ---- UDP ----
 
 class UdpPeekFlavours : public ::testing::TestWithParam<Flavour> {};

@@ -153,16 +153,19 @@ class [[nodiscard]] Peek : public detail::SyscallOp {
 };
 
 // read_buf's growth: a full vector's capacity becomes
-// max(2 * capacity(), kReadBufMinCapacity).
+// max(2 * capacity(), kReadBufMinCapacity). One read_buf receives at most
+// kReadBufMaxRead bytes (so it zero-fills at most that much of a large
+// vector's spare capacity, not all of it).
 inline constexpr std::size_t kReadBufMinCapacity = 4096;
+inline constexpr std::size_t kReadBufMaxRead = 64 * 1024;
 
 // One read appended to a vector's spare capacity: the bytes land at
-// [size(), capacity()), the vector grows by the count, which is returned
-// (0: end of stream). Growth rule: the vector is given spare capacity when
-// the socket's read_buf() creates this operation (not while it waits), see
-// StreamSocket::read_buf. The vector's size only changes inside the system
-// call's step (never while waiting): a cancelled read_buf leaves it as it
-// was. The vector must stay alive, and untouched by others, until the
+// [size(), min(capacity(), size() + kReadBufMaxRead)), the vector grows by
+// the count, which is returned (0: end of stream). Growth rule: the vector
+// is given spare capacity when the socket's read_buf() creates this
+// operation, not while it waits (see StreamSocket::read_buf). The vector's
+// size only changes inside the system call's step (never while waiting): a
+// cancelled read_buf leaves it as it was. The vector must stay alive, and untouched by others, until the
 // operation completes or is destroyed.
 class [[nodiscard]] ReadBuf : public detail::SyscallOp {
  public:
@@ -182,8 +185,11 @@ enum class Interest : std::uint8_t { kReadable = 1, kWritable = 2 };
 constexpr Interest operator|(Interest a, Interest b) noexcept {
   return static_cast<Interest>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
 }
-constexpr bool has(Interest set, Interest one) noexcept {
-  return (static_cast<std::uint8_t>(set) & static_cast<std::uint8_t>(one)) != 0;
+constexpr bool is_readable(Interest set) noexcept {
+  return (static_cast<std::uint8_t>(set) & static_cast<std::uint8_t>(Interest::kReadable)) != 0;
+}
+constexpr bool is_writable(Interest set) noexcept {
+  return (static_cast<std::uint8_t>(set) & static_cast<std::uint8_t>(Interest::kWritable)) != 0;
 }
 
 // What ready() saw: the readiness the runtime's driver recorded for the
@@ -218,18 +224,32 @@ struct Readiness {
 // Waits until the recorded readiness has any flag of `interest` (for
 // kReadable: readable, read_closed or error; for kWritable: writable,
 // write_closed or error), then gives it. errc::closed if the socket was (or
-// gets) closed. Cancel-safe: nothing is consumed. Waiting allocates nothing.
+// gets) closed; an interest with neither direction (Interest{}) gives
+// errc::invalid_argument at once. Cancel-safe: nothing is consumed.
+// Waiting allocates nothing.
 class [[nodiscard]] ReadyEvents : public volt::detail::IoOperation {
  public:
   ReadyEvents(const volt::detail::IoHandle& h, Interest interest) noexcept
-      : IoOperation(h, static_cast<volt::detail::Interest>(interest), &step), interest_(interest) {}
+      : IoOperation(valid(interest) ? h : no_handle(), to_detail(interest), &step),
+        interest_(interest) {}
   Expected<Readiness> await_resume() noexcept {
     finish();
+    if (!valid(interest_)) return errc::invalid_argument;
     if (closed()) return errc::closed;
     return seen_;
   }
 
  private:
+  static constexpr bool valid(Interest i) noexcept { return is_readable(i) || is_writable(i); }
+  static constexpr volt::detail::Interest to_detail(Interest i) noexcept {
+    return static_cast<volt::detail::Interest>(static_cast<std::uint8_t>(i) & 3);
+  }
+  // An empty handle: the operation completes at once (as closed), for an
+  // invalid interest, which no readiness would ever satisfy.
+  static const volt::detail::IoHandle& no_handle() noexcept {
+    static const volt::detail::IoHandle empty;
+    return empty;
+  }
   static Step step(IoOperation& op) noexcept;
   Interest interest_;
   Readiness seen_;

@@ -67,9 +67,10 @@ class StreamSocket {
   // unchanged). Growth: if vec has no spare capacity, this call first
   // reserves max(2 * capacity(), kReadBufMinCapacity) (here, when the
   // operation is made: it may throw std::bad_alloc; waiting never
-  // allocates); with spare capacity it reads at most that much. Spare bytes
-  // are zero-filled before each receive (std::vector cannot expose
-  // uninitialised bytes). Cancel-safe: a cancelled read_buf read nothing
+  // allocates); with spare capacity it reads at most that much, and at most
+  // kReadBufMaxRead (64 KiB). The bytes received into are zero-filled
+  // before each receive (std::vector cannot expose uninitialised bytes).
+  // Cancel-safe: a cancelled read_buf read nothing
   // and left vec's size as it was (its capacity may have grown).
   ReadBuf read_buf(std::vector<std::byte>& vec) const {
     detail::reserve_read_buf(vec);
