@@ -165,8 +165,8 @@ inline constexpr std::size_t kReadBufMaxRead = 64 * 1024;
 // is given spare capacity when the socket's read_buf() creates this
 // operation, not while it waits (see StreamSocket::read_buf). The vector's
 // size only changes inside the system call's step (never while waiting): a
-// cancelled read_buf leaves it as it was. The vector must stay alive, and untouched by others, until the
-// operation completes or is destroyed.
+// cancelled read_buf leaves it as it was. The vector must stay alive, and
+// untouched by others, until the operation completes or is destroyed.
 class [[nodiscard]] ReadBuf : public detail::SyscallOp {
  public:
   ReadBuf(const volt::detail::IoHandle& h, std::vector<std::byte>& vec) noexcept
