@@ -18,13 +18,16 @@
 // UdpSocket: bind (IPv4 or IPv6, IPV6_V6ONLY left to the system default),
 // send_to / recv_from / peek_from / peek_sender, connect + send / recv, the
 // try_ forms, readable / writable, addresses, SO_BROADCAST, ttl, tos /
-// tclass_v6, multicast membership (v4 and v6), loop and ttl.
+// tclass_v6, multicast membership (v4 and v6), loop and ttl. The operations
+// are those of datagram_ops.hpp (see there for truncation and cancellation).
 //
-//   // Receive a multicast group on loopback:
+//   // Receive a multicast group on the loopback interface (a sender reaches
+//   // it through lo by choosing lo as its outgoing multicast interface,
+//   // IP_MULTICAST_IF on native_handle(): no wrapper here, as in Tokio):
 //   auto m = volt::net::UdpSocket::bind("0.0.0.0:5353").value();
 //   m.join_multicast_v4(*volt::net::IpAddr::parse("239.1.2.3"),
-//                       volt::net::IpAddr::v4_loopback()).value(); The operations are those of
-// datagram_ops.hpp (see there for truncation and cancellation).
+//                       volt::net::IpAddr::v4_loopback()).value();
+//   auto from = co_await m.peek_sender();        // who sent the next one
 //
 // Guarantees:
 //  - The descriptor is non-blocking, close-on-exec, registered once with the
