@@ -70,8 +70,8 @@ class StreamSocket {
   // allocates); with spare capacity it reads at most that much, and at most
   // kReadBufMaxRead (64 KiB). The bytes received into are zero-filled
   // before each receive (std::vector cannot expose uninitialised bytes).
-  // Cancel-safe: a cancelled read_buf read nothing
-  // and left vec's size as it was (its capacity may have grown).
+  // Cancel-safe: a cancelled read_buf read nothing and left vec's size as
+  // it was (its capacity may have grown).
   ReadBuf read_buf(std::vector<std::byte>& vec) const {
     detail::reserve_read_buf(vec);
     return ReadBuf(handle_, vec);
