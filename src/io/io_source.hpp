@@ -101,13 +101,12 @@ class IoSource {
   // Readiness bits that let an operation of this direction proceed (a closed
   // direction or an error makes the system call return at once).
   // Interest is a bit set: kBoth is satisfied by either direction's bits.
+  // (A table: one load on the operations' hot path, as the old ternary.)
   static constexpr std::uint64_t ready_mask(Interest interest) noexcept {
-    const auto set = static_cast<std::uint8_t>(interest);
-    std::uint64_t mask = 0;
-    if (set & static_cast<std::uint8_t>(Interest::kRead)) mask |= kReadable | kReadClosed | kError;
-    if (set & static_cast<std::uint8_t>(Interest::kWrite))
-      mask |= kWritable | kWriteClosed | kError;
-    return mask;
+    constexpr std::uint64_t kRead = kReadable | kReadClosed | kError;
+    constexpr std::uint64_t kWrite = kWritable | kWriteClosed | kError;
+    constexpr std::uint64_t kMasks[4] = {0, kRead, kWrite, kRead | kWrite};
+    return kMasks[static_cast<std::uint8_t>(interest) & 3];
   }
   // What an EAGAIN clears (see above).
   static constexpr std::uint64_t clear_mask(Interest interest) noexcept {
