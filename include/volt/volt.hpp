@@ -27,6 +27,7 @@
 #include "volt/net/stream_ops.hpp"
 #include "volt/net/stream_socket.hpp"
 #include "volt/net/tcp.hpp"
+#include "volt/net/tcp_socket.hpp"
 #include "volt/net/udp.hpp"
 #include "volt/net/unix.hpp"
 #include "volt/process/process.hpp"

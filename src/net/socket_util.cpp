@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <climits>
 #include <utility>
 
 namespace volt::net::detail {
@@ -92,6 +93,92 @@ Expected<std::optional<std::error_code>> take_socket_error(int fd) noexcept {
   if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &len) < 0) return errno_code();
   if (value == 0) return std::optional<std::error_code>();
   return std::optional<std::error_code>(errno_code(value));
+}
+
+volt::detail::IoOperation::Step ConnectWait::step(IoOperation& op) noexcept {
+  auto& self = static_cast<ConnectWait&>(op);
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(self.fd(), SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+  if (err != 0) {
+    self.error_ = err;
+    return Step::kDone;
+  }
+  sockaddr_storage peer{};
+  socklen_t peer_len = sizeof peer;
+  if (::getpeername(self.fd(), reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0)
+    return Step::kDone;
+  if (errno == ENOTCONN) return Step::kWouldBlock;  // still in progress
+  self.error_ = errno;
+  return Step::kDone;
+}
+
+Expected<void> set_int_option(int fd, int level, int option, int value) noexcept {
+  if (fd < 0) return errc::closed;
+  if (::setsockopt(fd, level, option, &value, sizeof value) < 0) return errno_code();
+  return {};
+}
+
+Expected<int> get_int_option(int fd, int level, int option) noexcept {
+  if (fd < 0) return errc::closed;
+  int value = 0;
+  socklen_t len = sizeof value;
+  if (::getsockopt(fd, level, option, &value, &len) < 0) return errno_code();
+  return value;
+}
+
+Expected<void> set_linger(int fd, std::optional<std::chrono::seconds> linger) noexcept {
+  if (fd < 0) return errc::closed;
+  ::linger value{};
+  if (linger) {
+    if (linger->count() < 0 || linger->count() > INT_MAX) return errc::invalid_argument;
+    value.l_onoff = 1;
+    value.l_linger = static_cast<int>(linger->count());
+  }
+  if (::setsockopt(fd, SOL_SOCKET, SO_LINGER, &value, sizeof value) < 0) return errno_code();
+  return {};
+}
+
+Expected<std::optional<std::chrono::seconds>> get_linger(int fd) noexcept {
+  if (fd < 0) return errc::closed;
+  ::linger value{};
+  socklen_t len = sizeof value;
+  if (::getsockopt(fd, SOL_SOCKET, SO_LINGER, &value, &len) < 0) return errno_code();
+  if (value.l_onoff == 0) return std::optional<std::chrono::seconds>();
+  return std::optional<std::chrono::seconds>(std::chrono::seconds(value.l_linger));
+}
+
+namespace {
+// The hop-limit option of `fd`'s family.
+Expected<std::pair<int, int>> ttl_option(int fd) noexcept {
+  Expected<int> family = get_int_option(fd, SOL_SOCKET, SO_DOMAIN);
+  if (!family) return family.error();
+  if (*family == AF_INET6) return std::pair<int, int>(IPPROTO_IPV6, IPV6_UNICAST_HOPS);
+  return std::pair<int, int>(IPPROTO_IP, IP_TTL);
+}
+}  // namespace
+
+Expected<void> set_ttl(int fd, std::uint32_t ttl) noexcept {
+  Expected<std::pair<int, int>> opt = ttl_option(fd);
+  if (!opt) return opt.error();
+  if (ttl > INT_MAX) return errc::invalid_argument;
+  return set_int_option(fd, opt->first, opt->second, static_cast<int>(ttl));
+}
+
+Expected<std::uint32_t> get_ttl(int fd) noexcept {
+  Expected<std::pair<int, int>> opt = ttl_option(fd);
+  if (!opt) return opt.error();
+  Expected<int> v = get_int_option(fd, opt->first, opt->second);
+  if (!v) return v.error();
+  return static_cast<std::uint32_t>(*v);
+}
+
+Expected<sockaddr_storage> local_name(int fd, socklen_t& len) noexcept {
+  if (fd < 0) return errc::closed;
+  sockaddr_storage storage{};
+  len = sizeof storage;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &len) < 0) return errno_code();
+  return storage;
 }
 
 }  // namespace volt::net::detail

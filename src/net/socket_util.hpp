@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <system_error>
 
@@ -66,11 +68,59 @@ Expected<A> socket_name(const volt::detail::IoHandle& h, bool peer) noexcept {
   return A::from_sockaddr(sa, len);
 }
 
+// Waits for a non-blocking connect(2) on `h` to finish (TcpStream::connect,
+// TcpSocket::connect). Write readiness says the attempt ended; SO_ERROR
+// says how (0 and a peer name: connected).
+class ConnectWait : public volt::detail::IoOperation {
+ public:
+  explicit ConnectWait(const volt::detail::IoHandle& h) noexcept
+      : IoOperation(h, volt::detail::Interest::kWrite, &step) {}
+  Expected<void> await_resume() noexcept {
+    finish();
+    if (closed()) return errc::closed;
+    if (error_ != 0) return errno_code(error_);
+    return {};
+  }
+
+ private:
+  static Step step(IoOperation& op) noexcept;
+  int error_ = 0;
+};
+
 // Socket options of a registered socket, holding a use of its descriptor
 // (errc::closed once closed).
 Expected<void> set_flag(const volt::detail::IoHandle& h, int level, int option, bool on) noexcept;
 Expected<bool> get_flag(const volt::detail::IoHandle& h, int level, int option) noexcept;
 // SO_ERROR: the pending error (0 if none), cleared by reading it.
 Expected<std::optional<std::error_code>> take_socket_error(int fd) noexcept;
+
+// `f(fd)` while holding a use of `h`'s descriptor; errc::closed (without
+// calling f) for an empty or closed handle. For the option setters and
+// getters of registered sockets, which are written against a plain
+// descriptor so that TcpSocket (not registered yet) shares them.
+template <class F>
+auto with_fd(const volt::detail::IoHandle& h, F f) noexcept -> decltype(f(0)) {
+  const volt::detail::IoUse use(h);
+  if (use.fd() < 0) return errc::closed;
+  return f(use.fd());
+}
+
+// Option helpers on a descriptor (errc::closed for a negative one); errors
+// are the system's (errno).
+Expected<void> set_int_option(int fd, int level, int option, int value) noexcept;
+Expected<int> get_int_option(int fd, int level, int option) noexcept;
+// SO_LINGER: nullopt is "off" (close returns at once, the kernel sends what
+// is queued in the background); a duration is "on" with that many seconds
+// (0: close resets the connection). Negative or more than INT_MAX seconds:
+// errc::invalid_argument.
+Expected<void> set_linger(int fd, std::optional<std::chrono::seconds> linger) noexcept;
+Expected<std::optional<std::chrono::seconds>> get_linger(int fd) noexcept;
+// Unicast hop limit: IP_TTL on an AF_INET socket, IPV6_UNICAST_HOPS on an
+// AF_INET6 one (the family from SO_DOMAIN). The kernel takes 1..255 (EINVAL
+// otherwise; on IPv6, -1 restores the route's default, not exposed here).
+Expected<void> set_ttl(int fd, std::uint32_t ttl) noexcept;
+Expected<std::uint32_t> get_ttl(int fd) noexcept;
+// getsockname of a descriptor we own (TcpSocket, before registration).
+Expected<sockaddr_storage> local_name(int fd, socklen_t& len) noexcept;
 
 }  // namespace volt::net::detail

@@ -1,5 +1,6 @@
 #include "volt/net/stream_ops.hpp"
 
+#include "io/io_source.hpp"
 #include "net/socket_util.hpp"
 #include "volt/net/stream_socket.hpp"
 
@@ -121,7 +122,74 @@ Step Writev::step(IoOperation& op) noexcept {
   return Step::kDone;
 }
 
+Step Peek::step(IoOperation& op) noexcept {
+  auto& self = static_cast<Peek&>(op);
+  Step result;
+  if (!self.syscall(
+          [&self] { return ::recv(self.fd(), self.buf_.data(), self.buf_.size(), MSG_PEEK); },
+          self.done_, result))
+    return result;
+  // kDone, never kDoneDrained: the bytes are still queued.
+  return Step::kDone;
+}
+
+Step ReadBuf::step(IoOperation& op) noexcept {
+  auto& self = static_cast<ReadBuf&>(op);
+  std::vector<std::byte>& vec = *self.vec_;
+  const std::size_t old = vec.size();
+  const std::size_t spare = std::min(vec.capacity() - old, kReadBufMaxRead);
+  // Within capacity: resize allocates nothing (and cannot throw). The bytes
+  // received into are zero-filled first (a vector cannot expose
+  // uninitialised elements), and the size goes back to old + n before the
+  // step returns, so no one (a cancellation included) sees it larger.
+  vec.resize(old + spare);
+  Step result;
+  const bool received = self.syscall([&] { return ::recv(self.fd(), vec.data() + old, spare, 0); },
+                                     self.done_, result);
+  vec.resize(old + (received ? self.done_ : 0));
+  if (!received) return result;
+  return self.done_ > 0 && self.done_ < spare ? Step::kDoneDrained : Step::kDone;
+}
+
+Step ReadyEvents::step(IoOperation& op) noexcept {
+  auto& self = static_cast<ReadyEvents&>(op);
+  using volt::detail::IoSource;
+  // The word again (attempt() read it a moment ago and found a bit of the
+  // interest): a flag the driver added since is reported too.
+  const std::uint64_t bits = self.source()->readiness();
+  Readiness r;
+  if (is_readable(self.interest_)) {
+    r.readable = (bits & IoSource::kReadable) != 0;
+    r.read_closed = (bits & IoSource::kReadClosed) != 0;
+  }
+  if (is_writable(self.interest_)) {
+    r.writable = (bits & IoSource::kWritable) != 0;
+    r.write_closed = (bits & IoSource::kWriteClosed) != 0;
+  }
+  r.error = (bits & IoSource::kError) != 0;
+  // Another task's EAGAIN may have cleared the bits in between: report the
+  // plain direction(s) asked for (a spurious report, which the contract
+  // allows). Never kWouldBlock: with kBoth its clear would drop the other
+  // direction's readiness, which nobody has consumed.
+  if (r.is_empty()) {
+    r.readable = is_readable(self.interest_);
+    r.writable = is_writable(self.interest_);
+  }
+  self.seen_ = r;
+  return Step::kDone;
+}
+
 namespace detail {
+
+Expected<std::size_t> try_peek(const volt::detail::IoHandle& h, io::MutableBuffer buf) noexcept {
+  return try_syscall(h, volt::detail::Interest::kRead,
+                     [&](int fd) { return ::recv(fd, buf.data(), buf.size(), MSG_PEEK); });
+}
+
+void reserve_read_buf(std::vector<std::byte>& vec) {
+  if (vec.size() < vec.capacity()) return;
+  vec.reserve(std::max(vec.capacity() * 2, kReadBufMinCapacity));
+}
 
 Expected<std::size_t> try_read(const volt::detail::IoHandle& h, io::MutableBuffer buf) noexcept {
   return try_syscall(h, volt::detail::Interest::kRead,

@@ -13,47 +13,7 @@
 
 namespace volt::net {
 
-using volt::detail::Interest;
 using volt::detail::IoHandle;
-using volt::detail::IoOperation;
-using Step = IoOperation::Step;
-
-namespace {
-
-// Waits for a non-blocking connect(2) to finish. Write readiness says the
-// attempt ended; SO_ERROR says how (0 and a peer name: connected).
-class ConnectWait : public IoOperation {
- public:
-  explicit ConnectWait(const IoHandle& h) noexcept : IoOperation(h, Interest::kWrite, &step) {}
-  Expected<void> await_resume() noexcept {
-    finish();
-    if (closed()) return errc::closed;
-    if (error_ != 0) return detail::errno_code(error_);
-    return {};
-  }
-
- private:
-  static Step step(IoOperation& op) noexcept {
-    auto& self = static_cast<ConnectWait&>(op);
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (::getsockopt(self.fd(), SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
-    if (err != 0) {
-      self.error_ = err;
-      return Step::kDone;
-    }
-    sockaddr_storage peer{};
-    socklen_t peer_len = sizeof peer;
-    if (::getpeername(self.fd(), reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0)
-      return Step::kDone;
-    if (errno == ENOTCONN) return Step::kWouldBlock;  // still in progress
-    self.error_ = errno;
-    return Step::kDone;
-  }
-  int error_ = 0;
-};
-
-}  // namespace
 
 // ---- TcpStream ----
 
@@ -75,7 +35,7 @@ Task<Expected<TcpStream>> TcpStream::connect(SocketAddr addr) {
   if (std::error_code ec = IoHandle::open(fd, stream.handle_)) co_return ec;
   stream.handle_.set_reports_queue(hint);
   if (r == 0) co_return stream;
-  Expected<void> done = co_await ConnectWait(stream.handle_);
+  Expected<void> done = co_await detail::ConnectWait(stream.handle_);
   if (!done) co_return done.error();
   co_return stream;
 }
@@ -113,6 +73,22 @@ Expected<void> TcpStream::set_nodelay(bool on) const noexcept {
 
 Expected<bool> TcpStream::nodelay() const noexcept {
   return detail::get_flag(handle_, IPPROTO_TCP, TCP_NODELAY);
+}
+
+Expected<void> TcpStream::set_linger(std::optional<std::chrono::seconds> linger) const noexcept {
+  return detail::with_fd(handle_, [&](int fd) { return detail::set_linger(fd, linger); });
+}
+
+Expected<std::optional<std::chrono::seconds>> TcpStream::linger() const noexcept {
+  return detail::with_fd(handle_, [](int fd) { return detail::get_linger(fd); });
+}
+
+Expected<void> TcpStream::set_ttl(std::uint32_t ttl) const noexcept {
+  return detail::with_fd(handle_, [&](int fd) { return detail::set_ttl(fd, ttl); });
+}
+
+Expected<std::uint32_t> TcpStream::ttl() const noexcept {
+  return detail::with_fd(handle_, [](int fd) { return detail::get_ttl(fd); });
 }
 
 Expected<SocketAddr> TcpStream::local_addr() const noexcept {

@@ -9,7 +9,6 @@
 
 namespace volt::net {
 
-using volt::detail::Interest;
 using volt::detail::IoHandle;
 using volt::detail::IoOperation;
 using Step = IoOperation::Step;

@@ -47,8 +47,11 @@ namespace volt::detail {
 
 class IoSource;
 
-// Directions an operation waits for.
-enum class Interest : std::uint8_t { kRead = 1, kWrite = 2 };
+// Directions an operation waits for: a bit set. kBoth (either direction)
+// is for readiness waits that make no system call (net::ReadyEvents); an
+// operation whose step can say kWouldBlock must wait for one direction, so
+// that its EAGAIN clears only that direction's readiness.
+enum class Interest : std::uint8_t { kRead = 1, kWrite = 2, kBoth = 3 };
 
 // A descriptor registered with the current runtime's driver, owned: the
 // destructor closes it. Holds a reference on the runtime's scheduler, so the

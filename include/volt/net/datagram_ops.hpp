@@ -8,6 +8,7 @@
 //   co_await s.send_to(buf, addr)  -> Expected<std::size_t>  (the whole datagram)
 //   co_await s.recv_from(buf)      -> Expected<std::pair<std::size_t, Addr>>
 //   co_await s.peek_from(buf)      -> Expected<std::pair<std::size_t, Addr>>
+//   co_await s.peek_sender()       -> Expected<Addr>  (the datagram stays queued)
 //   co_await s.send(buf)           -> Expected<std::size_t>  (connected sockets)
 //   co_await s.recv(buf)           -> Expected<std::size_t>  (connected sockets)
 //
@@ -150,6 +151,20 @@ class [[nodiscard]] RecvFrom : public RecvFromBase {
     Expected<Addr> from = detail::received_addr<Addr>(from_, from_len_);
     if (!from) return from.error();
     return std::pair<std::size_t, Addr>(*n, std::move(*from));
+  }
+};
+
+// The sender of the next datagram, which stays queued (recvfrom of 0 bytes
+// with MSG_PEEK): Expected<Addr>. Waits while nothing is queued.
+template <class Addr>
+class [[nodiscard]] PeekSender : public RecvFromBase {
+ public:
+  explicit PeekSender(const volt::detail::IoHandle& h) noexcept
+      : RecvFromBase(h, io::MutableBuffer(), MSG_PEEK) {}
+  Expected<Addr> await_resume() noexcept {
+    Expected<std::size_t> n = outcome(done_);
+    if (!n) return n.error();
+    return detail::received_addr<Addr>(from_, from_len_);
   }
 };
 

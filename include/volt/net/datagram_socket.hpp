@@ -39,6 +39,9 @@ class DatagramSocket {
   RecvFrom<Addr> peek_from(io::MutableBuffer buf) const noexcept {
     return RecvFrom<Addr>(handle_, buf, MSG_PEEK | MSG_TRUNC);
   }
+  // The sender of the next datagram, leaving it queued: decide where it
+  // came from before choosing a buffer (or whether to take it).
+  PeekSender<Addr> peek_sender() const noexcept { return PeekSender<Addr>(handle_); }
   // After connect(): one datagram to / from the peer. Without a peer, send
   // gives std::errc::destination_address_required.
   Send send(io::ConstBuffer buf) const noexcept { return Send(handle_, buf); }
@@ -51,6 +54,17 @@ class DatagramSocket {
   }
   Expected<std::pair<std::size_t, Addr>> try_recv_from(io::MutableBuffer buf) const noexcept {
     return detail::try_recv_from<Addr>(handle_, buf);
+  }
+  // peek_from and peek_sender without waiting: the datagram stays queued;
+  // the length is its FULL length, as peek_from's.
+  Expected<std::pair<std::size_t, Addr>> try_peek_from(io::MutableBuffer buf) const noexcept {
+    return detail::try_recv_from<Addr>(handle_, buf, MSG_PEEK | MSG_TRUNC);
+  }
+  Expected<Addr> try_peek_sender() const noexcept {
+    Expected<std::pair<std::size_t, Addr>> r =
+        detail::try_recv_from<Addr>(handle_, io::MutableBuffer(), MSG_PEEK);
+    if (!r) return r.error();
+    return std::move(r->second);
   }
   Expected<std::size_t> try_send(io::ConstBuffer buf) const noexcept {
     return detail::try_write(handle_, buf);

@@ -6,10 +6,12 @@
 //   volt::spawn(pump(std::move(writer)));        // writes in one task
 //   co_await reader.read(buf);                   // reads in this one
 //
-// S must offer read, read_exact, readable, try_read, peer_addr (read side)
-// and write, write_all, writev, flush, shutdown, writable, try_write (write
-// side), with the signatures of stream_ops.hpp, callable on a const S, and
-// be move-constructible (for the owned halves).
+// S must offer read, read_exact, readable, try_read, peek, try_peek,
+// read_buf, peer_addr (read side) and write, write_all, writev, flush,
+// shutdown, writable, try_write (write side), and ready(Interest) (both), with
+// the signatures of stream_ops.hpp / stream_socket.hpp, callable on a const
+// S, and be move-constructible (for the owned halves). (Members of a class
+// template: one S lacks is an error only where it is called.)
 //
 // Guarantees:
 //  - A read half and a write half of one stream may be used by two tasks at
@@ -22,12 +24,15 @@
 //  - The halves model io::AsyncRead / io::AsyncWrite when S does.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "volt/expected.hpp"
 #include "volt/io/buffer.hpp"
+#include "volt/net/stream_ops.hpp"
 
 namespace volt::net {
 
@@ -41,6 +46,10 @@ class StreamReadHalf {
   auto read_exact(io::MutableBuffer buf) const noexcept { return stream_->read_exact(buf); }
   auto readable() const noexcept { return stream_->readable(); }
   auto try_read(io::MutableBuffer buf) const noexcept { return stream_->try_read(buf); }
+  auto peek(io::MutableBuffer buf) const noexcept { return stream_->peek(buf); }
+  auto try_peek(io::MutableBuffer buf) const noexcept { return stream_->try_peek(buf); }
+  auto read_buf(std::vector<std::byte>& vec) const { return stream_->read_buf(vec); }
+  auto ready(Interest interest) const noexcept { return stream_->ready(interest); }
   auto peer_addr() const noexcept { return stream_->peer_addr(); }
 
  private:
@@ -61,6 +70,7 @@ class StreamWriteHalf {
   auto shutdown() const noexcept { return stream_->shutdown(); }
   auto writable() const noexcept { return stream_->writable(); }
   auto try_write(io::ConstBuffer buf) const noexcept { return stream_->try_write(buf); }
+  auto ready(Interest interest) const noexcept { return stream_->ready(interest); }
 
  private:
   friend struct StreamHalves<S>;
@@ -78,6 +88,10 @@ class OwnedStreamReadHalf {
   auto read_exact(io::MutableBuffer buf) const noexcept { return stream_->read_exact(buf); }
   auto readable() const noexcept { return stream_->readable(); }
   auto try_read(io::MutableBuffer buf) const noexcept { return stream_->try_read(buf); }
+  auto peek(io::MutableBuffer buf) const noexcept { return stream_->peek(buf); }
+  auto try_peek(io::MutableBuffer buf) const noexcept { return stream_->try_peek(buf); }
+  auto read_buf(std::vector<std::byte>& vec) const { return stream_->read_buf(vec); }
+  auto ready(Interest interest) const noexcept { return stream_->ready(interest); }
   auto peer_addr() const noexcept { return stream_->peer_addr(); }
   // The stream, if `write` is this one's other half.
   Expected<S> reunite(OwnedStreamWriteHalf<S>& write) noexcept {
@@ -106,6 +120,7 @@ class OwnedStreamWriteHalf {
   auto shutdown() const noexcept { return stream_->shutdown(); }
   auto writable() const noexcept { return stream_->writable(); }
   auto try_write(io::ConstBuffer buf) const noexcept { return stream_->try_write(buf); }
+  auto ready(Interest interest) const noexcept { return stream_->ready(interest); }
 
  private:
   friend struct StreamHalves<S>;

@@ -19,7 +19,10 @@
 // TcpListener: bind (SO_REUSEADDR, IPv4 or IPv6, IPV6_V6ONLY left to the
 // system default), accept, try_accept, local_addr. TcpStream: connect (to an
 // address, or to "host:port" through lookup_host), the read/write operations
-// of stream_ops.hpp, shutdown, nodelay, addresses, split halves.
+// of stream_ops.hpp (peek, read_buf, ready(Interest) included), shutdown,
+// nodelay, linger, ttl, addresses, split halves. To set options before
+// bind/listen/connect (reuseport, buffer sizes, keepalive...), build the
+// socket with TcpSocket (tcp_socket.hpp).
 //
 // Guarantees:
 //  - Every descriptor is non-blocking, close-on-exec, registered once with
@@ -81,6 +84,22 @@ class TcpStream : public StreamSocket {
 
   Expected<void> set_nodelay(bool on) const noexcept;
   Expected<bool> nodelay() const noexcept;
+  // SO_LINGER. nullopt (the default): close returns at once and the kernel
+  // sends what is queued in the background. A duration (whole seconds, the
+  // kernel's unit): on; 0s makes close discard unsent data and reset the
+  // connection (the peer sees std::errc::connection_reset): the useful
+  // setting. Beware a duration above 0: Linux's close(2) then waits up to
+  // that long for unsent data to be acknowledged even on a non-blocking
+  // descriptor, so the thread that drops the socket (a runtime worker)
+  // stalls (why Tokio deprecated its set_linger). Negative or above INT_MAX
+  // seconds: errc::invalid_argument.
+  Expected<void> set_linger(std::optional<std::chrono::seconds> linger) const noexcept;
+  Expected<std::optional<std::chrono::seconds>> linger() const noexcept;
+  // Hop limit of outgoing packets: IP_TTL on an IPv4 stream,
+  // IPV6_UNICAST_HOPS on an IPv6 one. 1..255, else std::errc::invalid_argument
+  // (from the kernel).
+  Expected<void> set_ttl(std::uint32_t ttl) const noexcept;
+  Expected<std::uint32_t> ttl() const noexcept;
   Expected<SocketAddr> local_addr() const noexcept;
   Expected<SocketAddr> peer_addr() const noexcept;
 
@@ -101,6 +120,9 @@ class TcpStream : public StreamSocket {
 
   // Adopts a connected, non-blocking stream socket (closed on failure).
   static Expected<TcpStream> from_fd(int fd) noexcept;
+
+ private:
+  friend class TcpSocket;  // connect() waits on handle_
 };
 
 class TcpListener {
@@ -130,6 +152,7 @@ class TcpListener {
   void close() noexcept { handle_.close(); }
 
  private:
+  friend class TcpSocket;  // listen() fills handle_
   volt::detail::IoHandle handle_;
 };
 

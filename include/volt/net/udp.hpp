@@ -16,9 +16,18 @@
 //   auto n = co_await c.recv(buf);               // only the peer's datagrams
 //
 // UdpSocket: bind (IPv4 or IPv6, IPV6_V6ONLY left to the system default),
-// send_to / recv_from / peek_from, connect + send / recv, the try_ forms,
-// readable / writable, addresses, SO_BROADCAST. The operations are those of
-// datagram_ops.hpp (see there for truncation and cancellation).
+// send_to / recv_from / peek_from / peek_sender, connect + send / recv, the
+// try_ forms, readable / writable, addresses, SO_BROADCAST, ttl, tos /
+// tclass_v6, multicast membership (v4 and v6), loop and ttl. The operations
+// are those of datagram_ops.hpp (see there for truncation and cancellation).
+//
+//   // Receive a multicast group on the loopback interface (a sender reaches
+//   // it through lo by choosing lo as its outgoing multicast interface,
+//   // IP_MULTICAST_IF on native_handle(): no wrapper here, as in Tokio):
+//   auto m = volt::net::UdpSocket::bind("0.0.0.0:5353").value();
+//   m.join_multicast_v4(*volt::net::IpAddr::parse("239.1.2.3"),
+//                       volt::net::IpAddr::v4_loopback()).value();
+//   auto from = co_await m.peek_sender();        // who sent the next one
 //
 // Guarantees:
 //  - The descriptor is non-blocking, close-on-exec, registered once with the
@@ -38,6 +47,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -77,6 +87,44 @@ class UdpSocket : public DatagramSocket<SocketAddr> {
   // SO_BROADCAST: whether datagrams may be sent to a broadcast address.
   Expected<void> set_broadcast(bool on) const noexcept;
   Expected<bool> broadcast() const noexcept;
+
+  // Hop limit of outgoing unicast datagrams: IP_TTL on an IPv4 socket,
+  // IPV6_UNICAST_HOPS on an IPv6 one; 1..255 (the kernel's EINVAL,
+  // std::errc::invalid_argument, otherwise).
+  Expected<void> set_ttl(std::uint32_t ttl) const noexcept;
+  Expected<std::uint32_t> ttl() const noexcept;
+  // IP_TOS: the IPv4 type-of-service byte (DSCP << 2 | ECN) of outgoing
+  // datagrams; 0..255. Linux may drop ECN bits it manages itself.
+  Expected<void> set_tos(std::uint32_t tos) const noexcept;
+  Expected<std::uint32_t> tos() const noexcept;
+  // IPV6_TCLASS: the IPv6 traffic class (an IPv6 socket; an IPv4 one
+  // gives the kernel's error); 0..255.
+  Expected<void> set_tclass_v6(std::uint32_t tclass) const noexcept;
+  Expected<std::uint32_t> tclass_v6() const noexcept;
+
+  // Multicast. join_multicast_v4: IP_ADD_MEMBERSHIP of `group` (an IPv4
+  // multicast address, 224.0.0.0/4) on the interface whose address is
+  // `interface` (IpAddr::v4_any(): the kernel picks by route). An IPv6
+  // argument: errc::invalid_argument. Errors from the kernel:
+  // invalid_argument (not a multicast group), no_such_device (no interface
+  // with that address), address_in_use (joined already)...
+  Expected<void> join_multicast_v4(const IpAddr& group, const IpAddr& interface) const noexcept;
+  Expected<void> leave_multicast_v4(const IpAddr& group, const IpAddr& interface) const noexcept;
+  // IPV6_ADD_MEMBERSHIP of `group` (ff00::/8) on interface `ifindex`
+  // (if_nametoindex; 0: the kernel picks). An IPv4 group:
+  // errc::invalid_argument. Needs an IPv6 socket.
+  Expected<void> join_multicast_v6(const IpAddr& group, std::uint32_t ifindex) const noexcept;
+  Expected<void> leave_multicast_v6(const IpAddr& group, std::uint32_t ifindex) const noexcept;
+  // IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP: whether this host's own
+  // multicast datagrams are delivered to its member sockets (default on).
+  Expected<void> set_multicast_loop_v4(bool on) const noexcept;
+  Expected<bool> multicast_loop_v4() const noexcept;
+  Expected<void> set_multicast_loop_v6(bool on) const noexcept;
+  Expected<bool> multicast_loop_v6() const noexcept;
+  // IP_MULTICAST_TTL: hop limit of outgoing IPv4 multicast (default 1:
+  // the local network); 0..255.
+  Expected<void> set_multicast_ttl_v4(std::uint32_t ttl) const noexcept;
+  Expected<std::uint32_t> multicast_ttl_v4() const noexcept;
 
   // Adopts a bound, non-blocking UDP socket (closed on failure).
   static Expected<UdpSocket> from_fd(int fd) noexcept;
