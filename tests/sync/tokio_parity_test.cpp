@@ -311,6 +311,40 @@ TEST_P(SyncParityTest, OwnedRwLockGuardsWaitAndRelease) {
   EXPECT_EQ(std::move(*lock).into_inner(), 8);
 }
 
+// Waiting through the owned forms allocates nothing: the AcquireOwned (and
+// its waiter) lives in the awaiting frame; the reference is a shared_ptr copy.
+Task<std::uint64_t> owned_contended_allocations(std::shared_ptr<Mutex<std::uint64_t>> mutex,
+                                                std::shared_ptr<RwLock<int>> lock) {
+  std::atomic<int> inside{0}, overlaps{0};
+  auto round = [&]() -> Task<void> {
+    JoinHandle<void> hs[4] = {volt::spawn(increment_owned(mutex, 200, &inside, &overlaps)),
+                              volt::spawn(increment_owned(mutex, 200, &inside, &overlaps)),
+                              volt::spawn(increment_owned(mutex, 200, &inside, &overlaps)),
+                              volt::spawn(increment_owned(mutex, 200, &inside, &overlaps))};
+    JoinHandle<int> rw[4] = {
+        volt::spawn(read_then_write_owned(lock)), volt::spawn(read_then_write_owned(lock)),
+        volt::spawn(read_then_write_owned(lock)), volt::spawn(read_then_write_owned(lock))};
+    for (auto& h : hs)
+      co_await h;
+    for (auto& h : rw)
+      (void)co_await h;
+  };
+  co_await round();  // warm-up: frame pools and task cells
+  const std::uint64_t before = heap_allocations();
+  co_await round();
+  const std::uint64_t after = heap_allocations();
+  EXPECT_EQ(overlaps.load(), 0);
+  co_return after - before;
+}
+
+TEST(OwnedGuards, ContendedOwnedWaitingDoesNotAllocate) {
+  if (kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
+  Runtime rt = Runtime::Builder().worker_threads(1).build();
+  auto mutex = std::make_shared<Mutex<std::uint64_t>>(0u);
+  auto lock = std::make_shared<RwLock<int>>(0);
+  EXPECT_EQ(rt.block_on(owned_contended_allocations(mutex, lock)), 0u);
+}
+
 // ---- forget_permits, merge, split ----
 
 TEST(SemaphoreForget, ForgetPermitsTakesUpToNAvailable) {

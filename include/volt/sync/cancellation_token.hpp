@@ -9,8 +9,9 @@
 //   token.cancel();                                // cancels token and child
 //   auto guard = token.drop_guard();               // cancels when destroyed
 //   // runs an operation until it completes or the token is cancelled:
-//   std::optional<int> v = co_await token.run_until_cancelled(rx.recv_value());
-//   if (!v) { /* cancelled first: the recv was withdrawn, nothing lost */ }
+//   // (rx: an mpsc::Receiver<Job>; recv() gives std::optional<Job>)
+//   std::optional<std::optional<Job>> v = co_await token.run_until_cancelled(rx.recv());
+//   if (!v) { /* cancelled first: the recv was withdrawn, no value lost */ }
 //   std::unordered_set<volt::CancellationToken> seen{token};  // == and hash
 //
 // Guarantees:
