@@ -309,4 +309,26 @@ Expected<SemaphorePermit> Semaphore::acquire_blocking(std::uint64_t n) {
   return SemaphorePermit(this, n);
 }
 
+std::uint64_t Semaphore::forget_permits(std::uint64_t n) noexcept {
+  // A CAS loop on the count alone, like try_take but taking what there is
+  // (up to n) and ignoring kClosed; the bits are left alone. It takes
+  // nothing a waiter was given: grants, partial or full, go into the
+  // waiter's state word, never through the count. It may take permits an
+  // acquirer was about to drain (under the mutex, acquire_locked); that
+  // acquirer then queues, as if a try_acquire had come first. It only ever
+  // lowers the count, so I1 (no permit in the count while a waiter queues)
+  // cannot be broken by it. relaxed: the permits taken go to nobody, so
+  // there is nothing to publish or to see; being an RMW, the CAS continues
+  // the release sequence of the release that credited the count, so a later
+  // try_take (acquire) still synchronises with that releaser.
+  std::uint64_t current = permits_.load(std::memory_order_relaxed);
+  for (;;) {
+    const std::uint64_t take = std::min(current >> kCountShift, n);
+    if (take == 0) return 0;
+    if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
+                                       std::memory_order_relaxed, std::memory_order_relaxed))
+      return take;
+  }
+}
+
 }  // namespace volt

@@ -37,7 +37,13 @@
  * consistently: memory orders are not checked here.
  *
  * Model step -> code (fixed protocol, the default). Line numbers as of
- * commit f42ae09 (the cancel's SpinWait); hpp = include/volt/sync/
+ * commit f42ae09 (the cancel's SpinWait); since then the hpp lines moved
+ * (owned permits, merge, forget_permits were added above and inside the
+ * class): the mapping block at the end of this comment is current, the hpp
+ * numbers in this prose are f42ae09's. F (forget_permits, cpp) is new:
+ *   F   forget_permits, cpp 328: the CAS taking min(count, n) out of the
+ *       count, the bits left alone (-DFORGET runs it, then gives back).
+ * The rest: hpp = include/volt/sync/
  * semaphore.hpp, cpp = src/sync/semaphore.cpp. The checked subset is the
  * step-to-line mapping at the end of this comment
  * (tests/model/check_lines.sh).
@@ -290,6 +296,11 @@
  *                     fast slot's waiter is not finished).
  *   -DCLOSED_DROP_PARTIAL with CLOSE, negative control: a waiter finished
  *                     as closed (W_closed) does not give back its grant.
+ *   -DFORGET=k        a Forgetter process: forget_permits(k) (F: takes
+ *                     min(count, k)), then release() of what it took.
+ *   -DFORGET_NO_GIVEBACK with FORGET, negative control: the permits taken
+ *                     are not given back; SPIN must see a waiter stranded
+ *                     or the count short (shows the F step is live).
  * Switches (configuration): ACQ (1..3) acquirers needing NEED1..NEED3;
  *   REL (0..3) releasers releasing RELN1..RELN3 once; INIT initial permits;
  *   -DCANCEL=mask: acquirer i may cancel while waiting if bit i-1 is set
@@ -301,9 +312,9 @@
  *   no K6).
  *
  * Step-to-line mapping:
- *   T1  include/volt/sync/semaphore.hpp:276  std::uint64_t current = permits_.load(std::memory_order_acquire);
- *   T1_closed  include/volt/sync/semaphore.hpp:278  if ((current & kClosed) || (current >> kCountShift) < n) return false;
- *   T1_cas  include/volt/sync/semaphore.hpp:281  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
+ *   T1  include/volt/sync/semaphore.hpp:444  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   T1_closed  include/volt/sync/semaphore.hpp:446  if ((current & kClosed) || (current >> kCountShift) < n) return false;
+ *   T1_cas  include/volt/sync/semaphore.hpp:449  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
  *   A1  src/sync/semaphore.cpp:183  std::lock_guard guard(mutex_);
  *   A2_load  src/sync/semaphore.cpp:187  std::uint64_t current = permits_.load(std::memory_order_acquire);
  *   A2c  src/sync/semaphore.cpp:190  if (current & kClosed) break;
@@ -316,9 +327,9 @@
  *   A5_fast  src/sync/semaphore.cpp:219  fast_.store(waiter, std::memory_order_release);
  *   A5_list  src/sync/semaphore.cpp:221  waiters_.push_back(waiter);
  *   A6  src/sync/semaphore.cpp:223  return AcquireResult::kQueued;
- *   W  include/volt/sync/semaphore.hpp:74  const std::uint64_t s = state.load(std::memory_order_acquire);
- *   W_closed  include/volt/sync/semaphore.hpp:206  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
- *   W_giveback  include/volt/sync/semaphore.hpp:207  semaphore_.give_back_partial(&waiter_);
+ *   W  include/volt/sync/semaphore.hpp:99  const std::uint64_t s = state.load(std::memory_order_acquire);
+ *   W_closed  include/volt/sync/semaphore.hpp:308  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
+ *   W_giveback  include/volt/sync/semaphore.hpp:309  semaphore_.give_back_partial(&waiter_);
  *   G_load  src/sync/semaphore.cpp:259  waiter->state.load(std::memory_order_acquire) & ~SemaphoreWaiter::kClosedBit;
  *   G_release  src/sync/semaphore.cpp:260  release_unchecked(waiter->requested - still);
  *   B_wait  src/sync/semaphore.cpp:303  while (!waiter.finished())
@@ -340,7 +351,7 @@
  *   L8  src/sync/semaphore.cpp:170  waiter->state.store(0, std::memory_order_release);
  *   L9  src/sync/semaphore.cpp:172  mutex_.unlock();
  *   L10  src/sync/semaphore.cpp:177  mutex_.unlock();
- *   D  include/volt/sync/semaphore.hpp:163  if (queued_) semaphore_.cancel(&waiter_);
+ *   D  include/volt/sync/semaphore.hpp:265  if (queued_) semaphore_.cancel(&waiter_);
  *   C1  src/sync/semaphore.cpp:232  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
  *   C1_give  src/sync/semaphore.cpp:236  release_unchecked(requested - (still & ~SemaphoreWaiter::kClosedBit));
  *   C2  src/sync/semaphore.cpp:239  mutex_.lock();
@@ -359,6 +370,7 @@
  *   K3  src/sync/semaphore.cpp:279  if (SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel)) finish(waiter);
  *   K5  src/sync/semaphore.cpp:280  while (SemaphoreWaiter* waiter = waiters_.pop_front())
  *   K7  src/sync/semaphore.cpp:282  lock.unlock();
+ *   F  src/sync/semaphore.cpp:328  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
  */
 
 #ifndef ACQ
@@ -409,6 +421,17 @@
 #endif
 #if (defined(CLOSE_SKIP_FAST) || defined(CLOSED_DROP_PARTIAL)) && !defined(CLOSE)
 #error "CLOSE_SKIP_FAST and CLOSED_DROP_PARTIAL need CLOSE"
+#endif
+#if defined(FORGET) && !defined(QBIT)
+#error "FORGET models the code's protocol"
+#endif
+#if defined(FORGET_NO_GIVEBACK) && !defined(FORGET)
+#error "FORGET_NO_GIVEBACK needs FORGET"
+#endif
+#ifdef FORGET
+#define NFORGET 1
+#else
+#define NFORGET 0
 #endif
 #ifdef CLOSE
 #define OPEN (!closed)
@@ -958,6 +981,26 @@ proctype Closer() {
 }
 #endif
 
+#ifdef FORGET
+/* forget_permits(FORGET): F, one CAS taking min(count, FORGET) out of the
+ * count (the kQueued and kClosed bits untouched, so no guard on them); then,
+ * unless -DFORGET_NO_GIVEBACK, the same number given back through release()
+ * (as tokio_parity_test's race does with add_permits), so the supply still
+ * covers the demand and every waiter must still be served. */
+proctype Forgetter() {
+  byte n, w, x, r;
+  bool ok, ff, qb;
+  atomic { n = (permits < FORGET -> permits : FORGET); permits = permits - n };  /* F */
+#ifndef FORGET_NO_GIVEBACK
+  if
+  :: n > 0 -> do_release()
+  :: else -> skip
+  fi;
+#endif
+  n_done++
+}
+#endif
+
 #ifndef NO_MONITOR
 /* I1: whenever the mutex is free and no release is in progress, a queued
  * waiter implies an empty counter. */
@@ -990,6 +1033,9 @@ init {
     :: i <= REL -> supply = supply + RELN(i); run Rel(i); i++
     :: else -> break
     od;
+#ifdef FORGET
+    run Forgetter();
+#endif
 #ifdef CLOSE
     run Closer();           /* close finishes every waiter: no demand bound */
     assert(ACQ <= 3 && REL <= 3);
@@ -1001,7 +1047,7 @@ init {
 #ifdef NO_LIVENESS
 end_all:
 #endif
-  (n_done == ACQ + REL + NCLOSE);
+  (n_done == ACQ + REL + NCLOSE + NFORGET);
   atomic {
     held = 0;
     i = 1;

@@ -8,6 +8,11 @@
 //   // elsewhere:
 //   token.cancel();                                // cancels token and child
 //   auto guard = token.drop_guard();               // cancels when destroyed
+//   // runs an operation until it completes or the token is cancelled:
+//   // (rx: an mpsc::Receiver<Job>; recv() gives std::optional<Job>)
+//   std::optional<std::optional<Job>> v = co_await token.run_until_cancelled(rx.recv());
+//   if (!v) { /* cancelled first: the recv was withdrawn, no value lost */ }
+//   std::unordered_set<volt::CancellationToken> seen{token};  // == and hash
 //
 // Guarantees:
 //  - A token is a handle: copies share one node (reference counted; one
@@ -55,6 +60,23 @@
 //    (errc::blocking_in_runtime on a runtime thread).
 //  - drop_guard() gives a DropGuard that cancels the token when destroyed,
 //    unless disarm()ed (which gives the token back).
+//  - run_until_cancelled(op) returns a Task<std::optional<V>> (V: what
+//    `co_await op` gives, void as std::monostate, T& as
+//    std::reference_wrapper<T>) that awaits op and the token's cancelled()
+//    together, as select_biased(cancelled(), op) (volt/task/select.hpp),
+//    checking the token first (Tokio's): nullopt if the token is or becomes
+//    cancelled first, op's result otherwise. The op is moved into the Task;
+//    when cancellation wins, op is cancelled by destruction before the
+//    co_await returns (a waiting recv/acquire is withdrawn and gives back
+//    what it had been handed), and so it is when the Task itself is
+//    destroyed while waiting. The Task holds a copy of the token, so the
+//    token it was called on may go first. One Task frame (from the
+//    recycling frame allocator) per call; waiting allocates nothing more.
+//    An exception from op propagates.
+//  - a == b when a and b share one node (a is a copy of b, or of a copy of
+//    b, ...); a child is not equal to its parent. std::hash agrees with ==.
+//    Moved-from tokens compare equal to each other (empty), unequal to any
+//    other; comparing and hashing never throw.
 //  - Bad input: a moved-from token is empty; any use of it other than
 //    destruction or assignment throws Error(errc::invalid_handle). A
 //    cancelled() operation may be moved only before it is awaited; awaiting a
@@ -77,6 +99,8 @@
 #include <coroutine>
 #include <cstddef>
 #include <exception>
+#include <functional>
+#include <optional>
 #include <utility>
 
 #include "volt/detail/intrusive_list.hpp"
@@ -85,6 +109,8 @@
 #include "volt/detail/waker.hpp"
 #include "volt/error.hpp"
 #include "volt/task/join_handle.hpp"
+#include "volt/task/select.hpp"
+#include "volt/task/task.hpp"
 
 namespace volt {
 
@@ -144,6 +170,14 @@ struct CancelNodeCounts {
   std::size_t waiters = 0;
 };
 CancelNodeCounts inspect(const CancellationToken& token);
+
+// What run_until_cancelled(op) gives when op completes: op's co_await
+// result as select's variant holds it.
+template <class Op>
+using UntilCancelledValue = typename SelectAlternative<typename HeldOperand<Op>::Value>::type;
+
+template <class Op>
+Task<std::optional<UntilCancelledValue<Op>>> run_until_cancelled(CancellationToken token, Op op);
 
 }  // namespace detail
 
@@ -263,7 +297,22 @@ class CancellationToken {
   // A guard holding a copy of this token.
   DropGuard drop_guard() const;
 
+  // Awaits op until it completes (its result) or this token is cancelled
+  // (nullopt; op is destroyed, withdrawing it). See the header.
+  //   auto r = co_await token.run_until_cancelled(sem.acquire());
+  //   if (!r) co_return;            // cancelled: no permit taken
+  template <class Op>
+  Task<std::optional<detail::UntilCancelledValue<Op>>> run_until_cancelled(Op op) const {
+    return detail::run_until_cancelled(CancellationToken(*this).checked(), std::move(op));
+  }
+
+  // Tokens are equal when they share one node (copies of each other).
+  friend bool operator==(const CancellationToken& a, const CancellationToken& b) noexcept {
+    return a.node_ == b.node_;
+  }
+
  private:
+  friend struct std::hash<CancellationToken>;
   friend detail::CancelNodeCounts detail::inspect(const CancellationToken& token);
   explicit CancellationToken(detail::CancelNode* node) noexcept : node_(node) {}
 
@@ -311,9 +360,30 @@ inline CancellationToken::DropGuard CancellationToken::drop_guard() const {
   return DropGuard(CancellationToken(*this).checked());
 }
 
+namespace detail {
+// A coroutine, not a member: it owns a copy of the token (the one it was
+// called on may go first) and the operand (destroyed with the frame).
+template <class Op>
+Task<std::optional<UntilCancelledValue<Op>>> run_until_cancelled(CancellationToken token, Op op) {
+  // Biased: the token first, as Tokio's. The loser is destroyed inside the
+  // Select before the co_await returns.
+  auto result = co_await select_biased(token.cancelled(), std::move(op));
+  if (result.index() == 0) co_return std::nullopt;
+  co_return std::optional<UntilCancelledValue<Op>>(std::in_place, std::move(std::get<1>(result)));
+}
+}  // namespace detail
+
 // The path of tokio_util's (tokio_util::sync::CancellationToken).
 namespace sync {
 using volt::CancellationToken;
 }  // namespace sync
 
 }  // namespace volt
+
+// Tokens hash by node, as == compares them.
+template <>
+struct std::hash<volt::CancellationToken> {
+  std::size_t operator()(const volt::CancellationToken& token) const noexcept {
+    return std::hash<const void*>()(token.node_);
+  }
+};

@@ -5,6 +5,15 @@
 //   if (auto q = sem.try_acquire()) { ... }                             // never waits
 //   // permits go back when the SemaphorePermit is destroyed
 //
+//   // Owned permits keep the semaphore alive (Tokio's Arc<Semaphore>):
+//   auto shared = std::make_shared<volt::Semaphore>(4);
+//   volt::Expected<volt::OwnedSemaphorePermit> o =
+//       co_await volt::Semaphore::acquire_owned(shared);
+//   volt::spawn(work(std::move(*o)));  // the task may outlive `shared`
+//
+//   std::uint64_t gone = sem.forget_permits(3);  // shrinks the count now
+//   p->merge(std::move(*q));                     // one permit of p+q permits
+//
 // Guarantees:
 //  - Waiting allocates nothing: the waiter lives in the Acquire operation (in
 //    the awaiting frame). Destroying it while it waits (abort, timeout,
@@ -26,6 +35,21 @@
 //    again, or destroy it to leave the queue.
 //  - acquire() must be awaited in a runtime task; acquire_blocking() is for
 //    plain threads (errc::blocking_in_runtime on a runtime thread).
+//  - Lifetime: a SemaphorePermit and an Acquire point at their Semaphore,
+//    which must outlive them. acquire_owned()/try_acquire_owned() take a
+//    std::shared_ptr<Semaphore>: the AcquireOwned operation and the
+//    OwnedSemaphorePermit it gives hold a reference, so the semaphore lives
+//    until the last of them is destroyed (also when the runtime destroys a
+//    task holding one at shutdown, after every other reference is gone). A
+//    null shared_ptr is Error(errc::invalid_argument).
+//  - forget_permits(n) takes min(n, available) permits out of the count for
+//    good (lock-free, also on a closed semaphore) and returns how many; it
+//    never waits and never takes permits from a waiter or a holder.
+//  - Permits can be combined and divided: merge(other) moves other's permits
+//    into this permit (the same semaphore required: permits of another
+//    semaphore are Error(errc::invalid_argument), both left unchanged; an
+//    empty permit merges with anything); split(n) moves n of them into a new
+//    permit. Neither touches the semaphore.
 //
 // Protocol (src/sync/semaphore.cpp has the full argument; tests/model/
 // semaphore.pml checks it): the seed's two-tier release (a lock-free fast
@@ -41,6 +65,7 @@
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -110,6 +135,22 @@ class [[nodiscard]] SemaphorePermit {
     permits_ -= n;
     return SemaphorePermit(semaphore_, n);
   }
+  // Moves other's permits into this one (Tokio's merge); other is left
+  // empty. Both must come from the same semaphore, unless one of them holds
+  // no permits: otherwise throws invalid_argument, changing neither.
+  //   auto a = sem.try_acquire(2), b = sem.try_acquire(1);
+  //   a->merge(std::move(*b));   // a->permits() == 3, b->permits() == 0
+  void merge(SemaphorePermit&& other) {
+    if (this == &other || other.permits_ == 0) return;
+    if (permits_ != 0 && other.semaphore_ != semaphore_)
+      throw Error(errc::invalid_argument, "SemaphorePermit::merge: permits of another semaphore");
+    semaphore_ = other.semaphore_;
+    permits_ += std::exchange(other.permits_, 0);
+    other.semaphore_ = nullptr;
+  }
+  // The semaphore these permits go back to (null when empty by default
+  // construction, move or forget()).
+  Semaphore* semaphore() const noexcept { return semaphore_; }
 
  private:
   friend class Semaphore;  // only a semaphore hands out permits
@@ -117,6 +158,67 @@ class [[nodiscard]] SemaphorePermit {
       : semaphore_(semaphore), permits_(permits) {}
 
   Semaphore* semaphore_ = nullptr;
+  std::uint64_t permits_ = 0;
+};
+
+// Permits held from a Semaphore reached through a std::shared_ptr: the
+// permit holds a reference, so the semaphore lives at least as long as the
+// permit. Otherwise as SemaphorePermit. Given back (then the reference
+// dropped) when destroyed, unless forgotten.
+class [[nodiscard]] OwnedSemaphorePermit {
+ public:
+  OwnedSemaphorePermit() noexcept = default;
+  OwnedSemaphorePermit(OwnedSemaphorePermit&& other) noexcept
+      : semaphore_(std::move(other.semaphore_)), permits_(std::exchange(other.permits_, 0)) {}
+  OwnedSemaphorePermit& operator=(OwnedSemaphorePermit&& other) noexcept {
+    if (this != &other) {
+      reset();
+      semaphore_ = std::move(other.semaphore_);
+      permits_ = std::exchange(other.permits_, 0);
+    }
+    return *this;
+  }
+  ~OwnedSemaphorePermit() { reset(); }
+
+  std::uint64_t permits() const noexcept { return permits_; }
+  // Keeps the permits taken (the count is reduced for good) and drops the
+  // reference.
+  void forget() noexcept {
+    permits_ = 0;
+    semaphore_.reset();
+  }
+  // Gives the permits back now, then drops the reference (which may destroy
+  // the semaphore: nothing touches it after the release returns).
+  void reset() noexcept;
+  // Moves n of these permits into a new permit sharing the semaphore.
+  // Throws invalid_argument, changing nothing, if n > permits().
+  OwnedSemaphorePermit split(std::uint64_t n) {
+    if (n > permits_)
+      throw Error(errc::invalid_argument, "OwnedSemaphorePermit::split: more than held");
+    permits_ -= n;
+    return OwnedSemaphorePermit(semaphore_, n);
+  }
+  // As SemaphorePermit::merge: the same semaphore (the same object, whatever
+  // the shared_ptr's control block) unless one side is empty; otherwise
+  // invalid_argument, changing neither.
+  void merge(OwnedSemaphorePermit&& other) {
+    if (this == &other || other.permits_ == 0) return;
+    if (permits_ != 0 && other.semaphore_.get() != semaphore_.get())
+      throw Error(errc::invalid_argument,
+                  "OwnedSemaphorePermit::merge: permits of another semaphore");
+    if (permits_ == 0) semaphore_ = std::move(other.semaphore_);
+    permits_ += std::exchange(other.permits_, 0);
+    other.semaphore_.reset();
+  }
+  // The reference this permit holds (empty when the permit is).
+  const std::shared_ptr<Semaphore>& semaphore() const noexcept { return semaphore_; }
+
+ private:
+  friend class Semaphore;  // only a semaphore hands out permits
+  OwnedSemaphorePermit(std::shared_ptr<Semaphore> semaphore, std::uint64_t permits) noexcept
+      : semaphore_(std::move(semaphore)), permits_(permits) {}
+
+  std::shared_ptr<Semaphore> semaphore_;
   std::uint64_t permits_ = 0;
 };
 
@@ -260,8 +362,74 @@ class Semaphore {
   // Blocks the calling (non-runtime) thread for n permits.
   Expected<SemaphorePermit> acquire_blocking(std::uint64_t n = 1);
 
+  // acquire(n) on a semaphore held by shared_ptr; co_await gives
+  // Expected<OwnedSemaphorePermit>. The operation holds a reference from
+  // construction, so it and the permit keep the semaphore alive. Otherwise
+  // exactly Acquire (FIFO, no allocation to wait, cancelled by destruction
+  // with nothing lost, an interrupted wait keeps its place).
+  class [[nodiscard]] AcquireOwned {
+   public:
+    AcquireOwned(std::shared_ptr<Semaphore> semaphore, std::uint64_t n)
+        : semaphore_(checked(std::move(semaphore))), acquire_(*semaphore_, n) {}
+    AcquireOwned(const AcquireOwned&) = delete;
+    AcquireOwned& operator=(const AcquireOwned&) = delete;
+    // Before it is awaited only. Copies the reference: the moved-from
+    // operation's Acquire still names the semaphore until it is destroyed.
+    AcquireOwned(AcquireOwned&& other) noexcept
+        : semaphore_(other.semaphore_), acquire_(std::move(other.acquire_)) {}
+
+    bool await_ready() { return acquire_.await_ready(); }
+    bool await_suspend(std::coroutine_handle<> self) { return acquire_.await_suspend(self); }
+    Expected<OwnedSemaphorePermit> await_resume() {
+      Expected<SemaphorePermit> permit = acquire_.await_resume();
+      if (!permit) return Expected<OwnedSemaphorePermit>(permit.error());
+      const std::uint64_t n = permit->permits();
+      permit->forget();  // handed over to the owned permit, not given back
+      return OwnedSemaphorePermit(semaphore_, n);
+    }
+
+   private:
+    // Declared first, so destroyed last: acquire_'s destructor may still
+    // withdraw a waiter from the semaphore this reference keeps alive.
+    std::shared_ptr<Semaphore> semaphore_;
+    Acquire acquire_;
+  };
+
+  // Waits for n permits of *semaphore; see AcquireOwned. A null semaphore
+  // throws Error(errc::invalid_argument).
+  //   auto sem = std::make_shared<volt::Semaphore>(1);
+  //   volt::Expected<volt::OwnedSemaphorePermit> p =
+  //       co_await volt::Semaphore::acquire_owned(sem);
+  static AcquireOwned acquire_owned(std::shared_ptr<Semaphore> semaphore, std::uint64_t n = 1) {
+    return AcquireOwned(std::move(semaphore), n);
+  }
+  // try_acquire(n) giving an owned permit: nullopt if not available now or
+  // closed. A null semaphore throws Error(errc::invalid_argument).
+  static std::optional<OwnedSemaphorePermit> try_acquire_owned(std::shared_ptr<Semaphore> semaphore,
+                                                               std::uint64_t n = 1) {
+    if (!semaphore) throw Error(errc::invalid_argument, "Semaphore: null shared_ptr");
+    if (n > kMaxPermits) throw Error(errc::invalid_argument, "Semaphore: more than kMaxPermits");
+    if (!semaphore->try_take(n)) return std::nullopt;
+    return OwnedSemaphorePermit(std::move(semaphore), n);
+  }
+
+  // Removes up to n available permits for good and returns how many it
+  // removed (min(n, available_permits()) at that instant). Never waits,
+  // never takes permits from a queued waiter (while one queues, the count is
+  // 0: I1 in src/sync/semaphore.cpp) or a holder; works on a closed
+  // semaphore. Tokio's forget_permits.
+  //   volt::Semaphore sem(5);
+  //   sem.forget_permits(3);   // returns 3; available_permits() == 2
+  //   sem.forget_permits(9);   // returns 2; available_permits() == 0
+  std::uint64_t forget_permits(std::uint64_t n) noexcept;
+
  private:
   friend class SemaphorePermit;
+  friend class OwnedSemaphorePermit;
+  static std::shared_ptr<Semaphore> checked(std::shared_ptr<Semaphore> semaphore) {
+    if (!semaphore) throw Error(errc::invalid_argument, "Semaphore: null shared_ptr");
+    return semaphore;
+  }
   enum class AcquireResult { kGranted, kQueued, kClosed };
   // permits_ = count << kCountShift | kQueued | kClosed.
   static constexpr std::uint64_t kClosed = 1;
@@ -307,8 +475,19 @@ inline void SemaphorePermit::reset() noexcept {
   permits_ = 0;
 }
 
-// Tokio's paths (tokio::sync::Semaphore, tokio::sync::SemaphorePermit).
+inline void OwnedSemaphorePermit::reset() noexcept {
+  // Release first, then drop the reference: the release runs on a live
+  // semaphore, and whoever drops the last reference destroys it after
+  // everything this permit did to it.
+  if (semaphore_ && permits_ > 0) semaphore_->release_unchecked(permits_);
+  permits_ = 0;
+  semaphore_.reset();
+}
+
+// Tokio's paths (tokio::sync::Semaphore, tokio::sync::SemaphorePermit,
+// tokio::sync::OwnedSemaphorePermit).
 namespace sync {
+using volt::OwnedSemaphorePermit;
 using volt::Semaphore;
 using volt::SemaphorePermit;
 }  // namespace sync
