@@ -615,7 +615,9 @@ TEST(WatchAllocation, WaitingInWaitForAndClosedDoesNotAllocate) {
   if (kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
   Runtime rt = Runtime::Builder().worker_threads(2).build();
   const std::uint64_t counted = rt.block_on([]() -> Task<std::uint64_t> {
-    auto [tx, rx] = watch::channel<int>(0);
+    auto tx_rx = watch::channel<int>(0);  // not a structured binding: a lambda uses it (clang 14)
+    auto& tx = tx_rx.first;
+    auto& rx = tx_rx.second;
     auto [other_tx, other_rx] = watch::channel<int>(0);
     JoinHandle<void> closed_waiter = volt::spawn(
         [](watch::Sender<int> tx) -> Task<void> { co_await tx.closed(); }(std::move(other_tx)));
@@ -673,7 +675,7 @@ TEST(WatchStress, WaitForRacesSendsAndTheLastSendersDrop) {
     watch::Sender<int> odd = std::move(tx);
     // Two threads send increasing values (the maximum only grows).
     std::atomic<int> next{1};
-    auto run = [&next, top](watch::Sender<int> tx) {
+    auto run = [&next](watch::Sender<int> tx, int top) {
       for (;;) {
         const int v = next.fetch_add(1);
         if (v > top) break;
@@ -682,8 +684,8 @@ TEST(WatchStress, WaitForRacesSendsAndTheLastSendersDrop) {
         });
       }
     };
-    std::thread a(run, std::move(even));
-    std::thread b(run, std::move(odd));
+    std::thread a(run, std::move(even), top);
+    std::thread b(run, std::move(odd), top);
     a.join();
     b.join();
     for (std::size_t i = 0; i < waiters.size(); ++i) {
