@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -711,32 +712,58 @@ TEST(OneshotThreadsTest, SenderClosedRacesTheReceiversDropOrClose) {
   }
 }
 
+// A Tracked whose move is slow: it widens every window inside send() (the
+// value is moved into the slot, and moved back out when refused), so that a
+// receiver polling try_recv() after close() lands in them.
+struct SlowMove {
+  SlowMove(LifeCounters& counters, int value) noexcept : tracked(counters, value) {}
+  SlowMove(SlowMove&& other) noexcept : tracked(std::move(other.tracked)) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(2);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  Tracked tracked;
+};
+
+// send() racing close(): the value is either received (it was sent before
+// the close) or handed back, never both, never neither, destroyed once.
 TEST(OneshotThreadsTest, SendRacingCloseDeliversOrHandsBackExactlyOnce) {
-  const int rounds = static_cast<int>(test::scale(20'000));
+  const int rounds = static_cast<int>(test::scale(10'000));
   LifeCounters counters;
-  std::vector<std::pair<oneshot::Sender<Tracked>, oneshot::Receiver<Tracked>>> channels;
+  std::vector<std::pair<oneshot::Sender<SlowMove>, oneshot::Receiver<SlowMove>>> channels;
   channels.reserve(rounds);
   for (int i = 0; i < rounds; ++i)
-    channels.push_back(oneshot::channel<Tracked>());
+    channels.push_back(oneshot::channel<SlowMove>());
   std::vector<std::uint8_t> handed_back(rounds, 0);
   std::vector<std::uint8_t> received(rounds, 0);
+  std::vector<std::atomic<bool>> sent(rounds);
   std::barrier start(2);
   std::thread sender([&] {
     for (int i = 0; i < rounds; ++i) {
       start.arrive_and_wait();
-      std::optional<Tracked> back = channels[i].first.send(Tracked(counters, i));
-      handed_back[i] = back.has_value() && back->value() == i;
+      std::optional<SlowMove> back = channels[i].first.send(SlowMove(counters, i));
+      handed_back[i] = back.has_value() && back->tracked.value() == i;
+      sent[i].store(true);
     }
   });
   std::thread receiver([&] {
     for (int i = 0; i < rounds; ++i) {
       start.arrive_and_wait();
-      oneshot::Receiver<Tracked>& rx = channels[i].second;
+      oneshot::Receiver<SlowMove>& rx = channels[i].second;
+      if (i % 2) std::this_thread::yield();
       rx.close();
-      // A send whose CAS came before the close left the value; one after
-      // it hands the value back: what try_recv finds now is final.
-      if (std::optional<Tracked> v = rx.try_recv()) received[i] = v->value() == i;
+      // Poll until the send is over: a value may show only if it was sent
+      // before the close, and then it was not handed back.
+      bool done = false;
+      while (!done) {
+        done = sent[i].load();
+        if (std::optional<SlowMove> v = rx.try_recv()) {
+          received[i] = v->tracked.value() == i;
+          break;
+        }
+      }
       EXPECT_TRUE(rx.is_terminated());
+      EXPECT_TRUE(rx.is_empty());
     }
   });
   sender.join();
