@@ -50,10 +50,11 @@
 //    the value's move, a release store, a fence and a load.
 //  - Bad input: a default-constructed or moved-from handle is closed:
 //    send() hands the value back with errc::closed, recv()/recv_blocking()
-//    give std::nullopt, recv_many() gives 0, closed() completes at once, try_recv() gives
-//    errc::closed, is_closed() is true. If T's move constructor throws inside send(), the exception
-//    propagates and nothing is delivered (the claimed slot is skipped). Running out of memory for a
-//    new block terminates (a claimed slot cannot be given back).
+//    give std::nullopt, recv_many() gives 0, closed() completes at once,
+//    try_recv() gives errc::closed, is_closed() is true. If T's move
+//    constructor throws inside send(), the exception propagates and nothing
+//    is delivered (the claimed slot is skipped). Running out of memory for
+//    a new block terminates (a claimed slot cannot be given back).
 // Preconditions (undefined behaviour otherwise): the receiver is used by one
 // thread at a time and outlives its Recv / RecvMany operations (one waits at
 // a time); an interrupted one is awaited again only by the task that first

@@ -57,10 +57,10 @@
 //  - Receivers are copyable; a copy starts with its original's seen version.
 //    subscribe() makes a receiver that has seen the current value.
 //  - Waiting allocates nothing: the waiter lives in the Changed (WaitFor,
-//    Closed) operation. Each is cancelled by destruction (abort, timeout, select) and takes
-//    nothing, so cancelling it loses no version. An lvalue Changed
-//    interrupted by a timeout may be awaited again by the same task; it keeps
-//    its registration.
+//    Closed) operation. Each is cancelled by destruction (abort, timeout,
+//    select) and takes nothing, so cancelling it loses no version. An lvalue
+//    one interrupted by a timeout may be awaited again by the same task; it
+//    keeps its registration.
 //  - A send with no receiver waiting takes the write lock and makes one RMW
 //    on the state word; the waiter lock is taken only when someone waits.
 //  - Bad input: a default-constructed or moved-from handle is closed: send()
