@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include "harness.hpp"
 
@@ -246,6 +247,67 @@ volt::Task<Sample> channel_spsc_async(std::uint64_t ops) {
   co_return sample;
 }
 
+// ---- unbounded MPSC: one value per wake-up, or a batch (volt-only rows) ----
+
+volt::Task<void> unbounded_producer(volt::mpsc::UnboundedSender<std::uint64_t> tx,
+                                    std::uint64_t count) {
+  for (std::uint64_t value = 0; value < count; ++value) {
+    if (!tx.send(std::uint64_t{value})) throw std::logic_error("unbounded: the receiver is alive");
+    if (value % 32 == 31) co_await volt::yield_now();  // let the receiver run meanwhile
+  }
+}
+
+volt::Task<std::uint64_t> unbounded_consumer(volt::mpsc::UnboundedReceiver<std::uint64_t> rx,
+                                             std::size_t batch_limit) {
+  std::uint64_t received = 0;
+  std::vector<std::uint64_t> batch;
+  batch.reserve(batch_limit);
+  for (;;) {
+    if (batch_limit == 0) {
+      std::optional<std::uint64_t> value = co_await rx.recv();
+      if (!value) break;
+      black_box(*value);
+      ++received;
+      continue;
+    }
+    batch.clear();
+    const std::size_t n = co_await rx.recv_many(batch, batch_limit);
+    if (n == 0) break;
+    for (std::uint64_t value : batch)
+      black_box(value);
+    received += n;
+  }
+  co_return received;
+}
+
+// 4 producers (yielding every 32 sends), 1 consumer; batch_limit 0: recv(),
+// otherwise recv_many(batch, batch_limit).
+volt::Task<Sample> unbounded_mpsc(std::uint64_t ops, std::size_t batch_limit) {
+  constexpr std::uint64_t kProducers = 4;
+  Meter meter = Meter::start();
+  std::array<volt::JoinHandle<void>, kProducers> producers;
+  volt::JoinHandle<std::uint64_t> consumer;
+  {
+    auto [tx, rx] = volt::mpsc::unbounded_channel<std::uint64_t>();
+    for (std::uint64_t i = 0; i < kProducers; ++i)
+      producers[i] = volt::spawn(unbounded_producer(tx, share(ops, kProducers, i)));
+    consumer = volt::spawn(unbounded_consumer(std::move(rx), batch_limit));
+  }  // only the producers' copies keep the channel open
+  for (auto& producer : producers)
+    co_await producer;
+  const std::uint64_t received = co_await consumer;
+  Sample sample = meter.stop();
+  if (received != ops) throw std::logic_error("unbounded_mpsc: lost values");
+  co_return sample;
+}
+
+volt::Task<Sample> channel_unbounded_recv(std::uint64_t ops) {
+  return unbounded_mpsc(ops, 0);
+}
+volt::Task<Sample> channel_unbounded_recv_many(std::uint64_t ops) {
+  return unbounded_mpsc(ops, 64);
+}
+
 constexpr Bench kBenches[] = {
     task_bench("mutex_contended", 10'000, mutex_contended),
     task_bench("rwlock_contended", 10'000, rwlock_contended),
@@ -255,6 +317,8 @@ constexpr Bench kBenches[] = {
     task_bench("oneshot_async", 10'000, oneshot_async),
     task_bench("barrier_async", 10'000, barrier_async),
     task_bench("notify_pingpong", 10'000, notify_pingpong),
+    task_bench("channel_unbounded_recv", 100'000, channel_unbounded_recv),
+    task_bench("channel_unbounded_recv_many", 100'000, channel_unbounded_recv_many),
 };
 
 }  // namespace

@@ -553,6 +553,92 @@ TEST_P(BroadcastWait, AnLvalueRecvKeepsItsPlaceAcrossTimeouts) {
 
 // ---- plain threads ----
 
+// ---- Sender::closed() ----
+
+TEST_P(BroadcastWait, SenderClosedCompletesWhenEveryReceiverIsGone) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    auto [tx, rx] = broadcast::channel<int>(4);
+    Receiver<int> second = tx.subscribe();
+    Receiver<int> copy = rx;
+    std::vector<JoinHandle<void>> waiters;
+    for (int i = 0; i < 3; ++i)
+      waiters.push_back(volt::spawn([](Sender<int> tx) -> Task<void> {
+        co_await tx.closed();
+        EXPECT_EQ(tx.receiver_count(), 0u);
+        EXPECT_FALSE(tx.send(1)) << "closed() completed while sends still succeed";
+      }(tx)));
+    Expected<void> early = co_await timeout(1ms, tx.closed());
+    EXPECT_EQ(early.error(), code(errc::timed_out)) << "completed with receivers alive";
+    { Receiver<int> gone = std::move(rx); }
+    { Receiver<int> gone = std::move(second); }
+    co_await sleep(2ms);
+    for (auto& w : waiters)
+      EXPECT_FALSE(w.is_finished()) << "completed with one receiver left";
+    { Receiver<int> gone = std::move(copy); }
+    for (auto& w : waiters)
+      co_await w;
+    co_await tx.closed();  // none left: at once
+    Sender<int> empty;
+    co_await empty.closed();  // moved-from: at once
+  }());
+}
+
+TEST_P(BroadcastWait, SenderClosedWaitsAgainWhenAReceiverSubscribesFirst) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([](bool current_thread) -> Task<void> {
+    auto [tx, rx] = broadcast::channel<int>(4);
+    JoinHandle<void> waiter = volt::spawn([](Sender<int> tx) -> Task<void> {
+      co_await tx.closed();
+      EXPECT_EQ(tx.receiver_count(), 0u) << "completed with a receiver subscribed";
+    }(tx));
+    co_await sleep(1ms);  // the waiter is waiting
+    // Wake it, then subscribe before it can run (on the current-thread
+    // runtime it runs only when this task suspends): it must wait again.
+    { Receiver<int> gone = std::move(rx); }
+    Receiver<int> again = tx.subscribe();
+    co_await sleep(2ms);
+    if (current_thread) {
+      EXPECT_FALSE(waiter.is_finished()) << "a woken closed() did not re-check";
+    }
+    if (waiter.is_finished()) again = Receiver<int>();  // it completed in between
+    { Receiver<int> gone = std::move(again); }
+    co_await waiter;
+  }(GetParam().current_thread));
+}
+
+// closed() waits racing the drops of the last receivers on several threads:
+// every wait completes (a lost wake-up hangs), none while one is alive.
+TEST(BroadcastStress, SenderClosedRacesTheLastReceiversDrop) {
+  Runtime rt = make_runtime(kMultiThread4);
+  const int rounds = static_cast<int>(scale(300));
+  for (int round = 0; round < rounds; ++round) {
+    auto [tx, rx] = broadcast::channel<int>(2);
+    std::vector<Receiver<int>> receivers;
+    receivers.push_back(std::move(rx));
+    receivers.push_back(tx.subscribe());
+    receivers.push_back(tx.subscribe());
+    std::atomic<int> dropped{0};
+    std::vector<JoinHandle<bool>> waiters;
+    for (int i = 0; i < 3; ++i)
+      waiters.push_back(rt.spawn([](Sender<int> tx, std::atomic<int>* dropped) -> Task<bool> {
+        co_await tx.closed();
+        co_return dropped->load() == 3;
+      }(tx, &dropped)));
+    EXPECT_TRUE(tx.send(round));
+    std::vector<std::thread> droppers;
+    for (auto& r : receivers)
+      droppers.emplace_back([r = std::move(r), &dropped]() mutable {
+        dropped.fetch_add(1);
+        Receiver<int> gone = std::move(r);
+      });
+    for (auto& t : droppers)
+      t.join();
+    for (auto& w : waiters)
+      ASSERT_TRUE(w.join()) << "round " << round << ": closed() completed too early";
+  }
+}
+
 TEST(BroadcastBlocking, RecvBlockingIsWokenBySendAndClose) {
   auto [tx, rx] = broadcast::channel<int>(4);
   std::atomic<bool> waiting{false};

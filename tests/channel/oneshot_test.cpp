@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -33,6 +34,8 @@
 #include "volt/task/join_handle.hpp"
 #include "volt/task/task.hpp"
 #include "volt/task/yield_now.hpp"
+#include "volt/time/sleep.hpp"
+#include "volt/time/timeout.hpp"
 
 namespace volt {
 namespace {
@@ -535,6 +538,245 @@ TEST(OneshotThreadsTest, EndsActAndDropConcurrentlyInEveryOrder) {
   EXPECT_EQ(counters.live(), 0);
   EXPECT_EQ(counters.double_destroyed.load(), 0);
   EXPECT_GT(counters.constructed.load(), 0);
+}
+
+// ---- close(), is_terminated(), is_empty(), Sender::closed() ----
+
+TEST(OneshotBasicTest, CloseRefusesALaterSend) {
+  auto [tx, rx] = oneshot::channel<std::string>();
+  EXPECT_FALSE(rx.is_terminated());
+  EXPECT_TRUE(rx.is_empty());
+  EXPECT_FALSE(tx.is_closed());
+  rx.close();
+  rx.close();  // idempotent
+  EXPECT_TRUE(tx.is_closed());
+  EXPECT_TRUE(rx.is_closed());
+  EXPECT_TRUE(rx.is_terminated()) << "closed with nothing sent: nothing can come";
+  std::optional<std::string> back = tx.send("refused");
+  ASSERT_TRUE(back.has_value()) << "send() after close() was accepted";
+  EXPECT_EQ(*back, "refused");
+  EXPECT_EQ(rx.try_recv(), std::nullopt);
+  EXPECT_TRUE(rx.is_empty());
+}
+
+TEST(OneshotBasicTest, AValueSentBeforeCloseCanStillBeTaken) {
+  LifeCounters counters;
+  {
+    auto [tx, rx] = oneshot::channel<Tracked>();
+    EXPECT_EQ(tx.send(Tracked(counters, 7)), std::nullopt);
+    rx.close();
+    EXPECT_FALSE(rx.is_empty());
+    EXPECT_FALSE(rx.is_terminated()) << "the value is still there";
+    std::optional<Tracked> v = rx.try_recv();
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->value(), 7);
+    EXPECT_TRUE(rx.is_empty());
+    EXPECT_TRUE(rx.is_terminated());
+  }
+  EXPECT_EQ(counters.live(), 0);
+  EXPECT_EQ(counters.double_destroyed.load(), 0);
+}
+
+TEST(OneshotBasicTest, IsTerminatedAndIsEmptyFollowTheChannel) {
+  {
+    auto [tx, rx] = oneshot::channel<int>();
+    EXPECT_EQ(tx.send(1), std::nullopt);
+    EXPECT_FALSE(rx.is_empty());
+    EXPECT_FALSE(rx.is_terminated());
+    EXPECT_EQ(rx.try_recv(), std::optional<int>(1));
+    EXPECT_TRUE(rx.is_empty());
+    EXPECT_TRUE(rx.is_terminated());
+  }
+  {
+    auto [tx, rx] = oneshot::channel<int>();
+    { oneshot::Sender<int> gone = std::move(tx); }
+    EXPECT_TRUE(rx.is_empty());
+    EXPECT_TRUE(rx.is_terminated()) << "sender gone without a value";
+  }
+  oneshot::Receiver<int> empty;
+  EXPECT_TRUE(empty.is_terminated());
+  EXPECT_TRUE(empty.is_empty());
+  empty.close();  // harmless
+}
+
+TEST_P(OneshotTest, AwaitingAfterCloseDoesNotWait) {
+  rt_.block_on([]() -> Task<void> {
+    auto [tx, rx] = oneshot::channel<int>();
+    rx.close();
+    // The sender is alive, but nothing can arrive any more.
+    Expected<std::optional<int>> r = co_await timeout(std::chrono::seconds(10), rx);
+    EXPECT_TRUE(r.has_value()) << "a closed receiver waited";
+    if (r) {
+      EXPECT_EQ(*r, std::nullopt);
+    }
+    EXPECT_EQ(tx.send(3), std::optional<int>(3));
+  }());
+}
+
+TEST_P(OneshotTest, SenderClosedCompletesWhenTheReceiverDropsOrCloses) {
+  for (int mode = 0; mode < 2; ++mode) {
+    rt_.block_on([](int mode) -> Task<void> {
+      auto [tx, rx] = oneshot::channel<int>();
+      JoinHandle<std::optional<int>> waiter =
+          volt::spawn([](oneshot::Sender<int> tx) -> Task<std::optional<int>> {
+            co_await tx.closed();
+            EXPECT_TRUE(tx.is_closed());
+            co_return tx.send(9);  // refused: handed back
+          }(std::move(tx)));
+      co_await sleep(std::chrono::milliseconds(2));
+      EXPECT_FALSE(waiter.is_finished()) << "closed() completed with the receiver open";
+      if (mode == 0) {
+        rx.close();
+      } else {
+        oneshot::Receiver<int> gone = std::move(rx);
+      }
+      EXPECT_EQ(co_await waiter, std::optional<int>(9)) << "mode " << mode;
+    }(mode));
+  }
+}
+
+TEST_P(OneshotTest, SenderClosedInterruptedByTimeoutsThenCompleted) {
+  rt_.block_on([]() -> Task<void> {
+    auto [tx, rx] = oneshot::channel<int>();
+    // A timed-out wait is withdrawn: the sender still sends.
+    Expected<void> early = co_await timeout(std::chrono::milliseconds(1), tx.closed());
+    EXPECT_EQ(early.error(), make_error_code(errc::timed_out));
+    {
+      auto op = tx.closed();  // an lvalue: re-awaited, keeps its registration
+      int timeouts = 0;
+      for (; timeouts < 3; ++timeouts) {
+        Expected<void> r = co_await timeout(std::chrono::microseconds(300), op);
+        EXPECT_FALSE(r.has_value());
+      }
+      // A second closed() while the first still waits is refused.
+      std::error_code second;
+      try {
+        co_await tx.closed();
+      } catch (const Error& e) {
+        second = e.code();
+      }
+      EXPECT_EQ(second, make_error_code(errc::invalid_handle));
+      rx.close();
+      co_await op;  // completes now
+    }
+    co_await tx.closed();  // already closed: at once
+    oneshot::Sender<int> empty;
+    co_await empty.closed();
+  }());
+}
+
+TEST(OneshotBasicTest, WaitingInSenderClosedDoesNotAllocate) {
+  if (test::kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
+  Runtime rt = Runtime::Builder().worker_threads(2).build();
+  const std::uint64_t counted = rt.block_on([]() -> Task<std::uint64_t> {
+    auto rounds = [](int n) -> Task<void> {
+      for (int i = 0; i < n; ++i) {
+        auto [tx, rx] = oneshot::channel<int>();
+        JoinHandle<void> w = volt::spawn(
+            [](oneshot::Sender<int> tx) -> Task<void> { co_await tx.closed(); }(std::move(tx)));
+        co_await yield_now();
+        rx.close();
+        co_await w;
+      }
+    };
+    co_await rounds(200);  // warm-up: frame pools
+    const std::uint64_t before = test::heap_allocations();
+    co_await rounds(200);
+    co_return test::heap_allocations() - before;
+  }());
+  EXPECT_EQ(counted, 0u);
+}
+
+// closed() waiting on a worker while another thread drops or closes the
+// receiver: every wait completes (a lost wake-up hangs), and a send racing
+// close() either delivers or hands back, never both, never neither.
+TEST(OneshotThreadsTest, SenderClosedRacesTheReceiversDropOrClose) {
+  Runtime rt = test::build_runtime(RuntimeKind::kMultiThread);
+  const int rounds = static_cast<int>(test::scale(2'000));
+  for (int i = 0; i < rounds; ++i) {
+    auto [tx, rx] = oneshot::channel<int>();
+    std::atomic<bool> gone{false};
+    JoinHandle<bool> waiter =
+        rt.spawn([](oneshot::Sender<int> tx, std::atomic<bool>* gone) -> Task<bool> {
+          co_await tx.closed();
+          co_return gone->load();
+        }(std::move(tx), &gone));
+    if (i % 3 == 0) std::this_thread::yield();
+    gone.store(true);
+    if (i % 2) {
+      rx.close();
+    } else {
+      oneshot::Receiver<int> dropped = std::move(rx);
+    }
+    ASSERT_TRUE(waiter.join()) << "round " << i << ": closed() completed before the close";
+  }
+}
+
+// A Tracked whose move is slow: it widens every window inside send() (the
+// value is moved into the slot, and moved back out when refused), so that a
+// receiver polling try_recv() after close() lands in them.
+struct SlowMove {
+  SlowMove(LifeCounters& counters, int value) noexcept : tracked(counters, value) {}
+  SlowMove(SlowMove&& other) noexcept : tracked(std::move(other.tracked)) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(2);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  Tracked tracked;
+};
+
+// send() racing close(): the value is either received (it was sent before
+// the close) or handed back, never both, never neither, destroyed once.
+TEST(OneshotThreadsTest, SendRacingCloseDeliversOrHandsBackExactlyOnce) {
+  const int rounds = static_cast<int>(test::scale(10'000));
+  LifeCounters counters;
+  std::vector<std::pair<oneshot::Sender<SlowMove>, oneshot::Receiver<SlowMove>>> channels;
+  channels.reserve(rounds);
+  for (int i = 0; i < rounds; ++i)
+    channels.push_back(oneshot::channel<SlowMove>());
+  std::vector<std::uint8_t> handed_back(rounds, 0);
+  std::vector<std::uint8_t> received(rounds, 0);
+  std::vector<std::atomic<bool>> sent(rounds);
+  std::barrier start(2);
+  std::thread sender([&] {
+    for (int i = 0; i < rounds; ++i) {
+      start.arrive_and_wait();
+      std::optional<SlowMove> back = channels[i].first.send(SlowMove(counters, i));
+      handed_back[i] = back.has_value() && back->tracked.value() == i;
+      sent[i].store(true);
+    }
+  });
+  std::thread receiver([&] {
+    for (int i = 0; i < rounds; ++i) {
+      start.arrive_and_wait();
+      oneshot::Receiver<SlowMove>& rx = channels[i].second;
+      if (i % 2) std::this_thread::yield();
+      rx.close();
+      // Poll until the send is over: a value may show only if it was sent
+      // before the close, and then it was not handed back.
+      bool done = false;
+      while (!done) {
+        done = sent[i].load();
+        if (std::optional<SlowMove> v = rx.try_recv()) {
+          received[i] = v->tracked.value() == i;
+          break;
+        }
+      }
+      EXPECT_TRUE(rx.is_terminated());
+      EXPECT_TRUE(rx.is_empty());
+    }
+  });
+  sender.join();
+  receiver.join();
+  int wrong = 0;
+  for (int i = 0; i < rounds; ++i)
+    if (handed_back[i] + received[i] != 1 && wrong++ < 5)
+      ADD_FAILURE() << "channel " << i << ": back " << int{handed_back[i]} << ", received "
+                    << int{received[i]};
+  EXPECT_EQ(wrong, 0);
+  channels.clear();
+  EXPECT_EQ(counters.live(), 0);
+  EXPECT_EQ(counters.double_destroyed.load(), 0);
 }
 
 }  // namespace

@@ -571,5 +571,336 @@ TEST(UnboundedStress, FourProducersEveryValueExactlyOnceInProducerOrder) {
   EXPECT_GT(out.timeouts, 0u) << "the timeouts never fired: the cancel path went untested";
 }
 
+// ---- recv_many and Sender::closed() ----
+
+TEST_P(UnboundedTest, RecvManyTakesUpToTheLimitInOrderAndKeepsWhatOutHeld) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    auto [tx, rx] = mpsc::unbounded_channel<int>();
+    for (int i = 0; i < 10; ++i)
+      EXPECT_TRUE(tx.send(int{i}));
+    std::vector<int> out{-1};
+    EXPECT_EQ(co_await rx.recv_many(out, 4), 4u);
+    EXPECT_EQ(out, (std::vector<int>{-1, 0, 1, 2, 3}));
+    EXPECT_EQ(co_await rx.recv_many(out, 0), 0u) << "limit 0 takes nothing";
+    EXPECT_EQ(rx.len(), 6u);
+    EXPECT_EQ(co_await rx.recv_many(out, 100), 6u) << "takes only what is there";
+    EXPECT_EQ(out, (std::vector<int>{-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+    // Across a block boundary (32 slots), then closed and drained: 0.
+    for (int i = 0; i < 70; ++i)
+      EXPECT_TRUE(tx.send(int{100 + i}));
+    tx = mpsc::UnboundedSender<int>();
+    out.clear();
+    EXPECT_EQ(co_await rx.recv_many(out, 1000), 70u);
+    EXPECT_EQ(out.size(), 70u);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      EXPECT_EQ(out[i], 100 + static_cast<int>(i));
+    EXPECT_EQ(co_await rx.recv_many(out, 10), 0u) << "closed and drained";
+    EXPECT_EQ(out.size(), 70u);
+    mpsc::UnboundedReceiver<int> empty;
+    EXPECT_EQ(co_await empty.recv_many(out, 10), 0u) << "an empty handle is closed";
+  }());
+}
+
+TEST_P(UnboundedTest, RecvManyWaitsForTheFirstValueThenTakesTheBatch) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    auto [tx, rx] = mpsc::unbounded_channel<int>();
+    std::atomic<bool> waiting{false};
+    JoinHandle<std::vector<int>> receiver = volt::spawn(
+        [](mpsc::UnboundedReceiver<int>* rx, std::atomic<bool>* waiting) -> Task<std::vector<int>> {
+          std::vector<int> out;
+          waiting->store(true);
+          const std::size_t n = co_await rx->recv_many(out, 8);
+          EXPECT_EQ(n, out.size());
+          co_return out;
+        }(&rx, &waiting));
+    while (!waiting.load())
+      co_await sleep(100us);
+    co_await sleep(1ms);  // now suspended in recv_many
+    EXPECT_FALSE(receiver.is_finished()) << "recv_many completed on an empty channel";
+    // Sent without a suspension point in between: the receiver runs only
+    // after all three are in (current thread), or takes at least the first.
+    EXPECT_TRUE(tx.send(1));
+    EXPECT_TRUE(tx.send(2));
+    EXPECT_TRUE(tx.send(3));
+    std::vector<int> got = co_await receiver;
+    EXPECT_FALSE(got.empty());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(got[i], static_cast<int>(i) + 1);
+    std::vector<int> rest;
+    while (rx.len() > 0)
+      rest.push_back(*rx.try_recv());
+    EXPECT_EQ(got.size() + rest.size(), 3u) << "a value was lost or duplicated";
+    // A waiting recv_many is woken by the close with 0.
+    JoinHandle<std::size_t> closing =
+        volt::spawn([](mpsc::UnboundedReceiver<int>* rx) -> Task<std::size_t> {
+          std::vector<int> out;
+          co_return co_await rx->recv_many(out, 8);
+        }(&rx));
+    co_await sleep(1ms);
+    tx = mpsc::UnboundedSender<int>();
+    EXPECT_EQ(co_await closing, 0u);
+  }());
+}
+
+TEST_P(UnboundedTest, ATimedOutRecvManyTakesNothingAndCanBeAwaitedAgain) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    auto [tx, rx] = mpsc::unbounded_channel<int>();
+    std::vector<int> out;
+    Expected<std::size_t> first = co_await timeout(1ms, rx.recv_many(out, 4));
+    EXPECT_EQ(first.error(), code(errc::timed_out));
+    EXPECT_TRUE(out.empty());
+    JoinHandle<void> sender = volt::spawn([](mpsc::UnboundedSender<int> tx) -> Task<void> {
+      co_await sleep(20ms);  // several timeouts pass first
+      EXPECT_TRUE(tx.send(7));
+      EXPECT_TRUE(tx.send(8));
+    }(tx));
+    auto op = rx.recv_many(out, 4);
+    int timeouts = 0;
+    std::size_t n = 0;
+    for (;;) {
+      Expected<std::size_t> r = co_await timeout(500us, op);
+      if (r) {
+        n = *r;
+        break;
+      }
+      EXPECT_TRUE(out.empty()) << "an interrupted recv_many took values";
+      ++timeouts;
+    }
+    co_await sender;
+    EXPECT_GE(n, 1u);
+    EXPECT_EQ(out.size(), n);
+    EXPECT_EQ(out[0], 7);
+    EXPECT_GE(timeouts, 1) << "never interrupted: the re-await went untested";
+    if (n == 1) {
+      EXPECT_EQ(*rx.try_recv(), 8);
+    }
+    EXPECT_EQ(rx.try_recv().error(), code(errc::empty));
+  }());
+}
+
+// A recv_many task is aborted at a random moment while values are sent:
+// every value is either in what the task returned or still in the channel.
+TEST_P(UnboundedTest, AbortingAWaitingRecvManyLosesNoValue) {
+  if (GetParam().current_thread) GTEST_SKIP() << "needs the abort to race the receiver's poll";
+  Runtime rt = make_runtime(GetParam());
+  auto [tx, rx] = mpsc::unbounded_channel<int>();
+  std::minstd_rand rng(17);
+  const int rounds = static_cast<int>(scale(300));
+  int taken_by_task = 0;
+  for (int i = 0; i < rounds; ++i) {
+    std::atomic<bool> waiting{false};
+    std::vector<int> out;
+    JoinHandle<std::size_t> receiver =
+        rt.spawn([](mpsc::UnboundedReceiver<int>* rx, std::vector<int>* out,
+                    std::atomic<bool>* waiting) -> Task<std::size_t> {
+          waiting->store(true);
+          co_return co_await rx->recv_many(*out, 2);
+        }(&rx, &out, &waiting));
+    while (!waiting.load())
+      std::this_thread::yield();
+    if (rng() % 2) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 100));
+    ASSERT_TRUE(tx.send(3 * i));
+    ASSERT_TRUE(tx.send(3 * i + 1));
+    ASSERT_TRUE(tx.send(3 * i + 2));
+    if (rng() % 4 != 0) receiver.abort();
+    std::size_t n = 0;
+    try {
+      n = receiver.join();
+      EXPECT_EQ(n, out.size());
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code(errc::cancelled));
+      EXPECT_TRUE(out.empty()) << "round " << i << ": an aborted recv_many took values";
+    }
+    if (n > 0) ++taken_by_task;
+    EXPECT_LE(n, 2u) << "the limit was exceeded";
+    while (rx.len() > 0)
+      out.push_back(*rx.try_recv());
+    ASSERT_EQ(out, (std::vector<int>{3 * i, 3 * i + 1, 3 * i + 2})) << "round " << i;
+  }
+  EXPECT_GT(taken_by_task, 0);
+}
+
+TEST_P(UnboundedTest, SenderClosedCompletesWhenTheReceiverGoes) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    auto [tx, rx] = mpsc::unbounded_channel<int>();
+    std::vector<JoinHandle<void>> waiters;
+    for (int i = 0; i < 3; ++i)
+      waiters.push_back(volt::spawn([](mpsc::UnboundedSender<int> tx) -> Task<void> {
+        co_await tx.closed();
+        EXPECT_TRUE(tx.is_closed());
+        EXPECT_FALSE(tx.send(1)) << "closed() completed while sends still succeed";
+      }(tx)));
+    co_await sleep(2ms);
+    for (auto& w : waiters)
+      EXPECT_FALSE(w.is_finished()) << "closed() completed with the receiver alive";
+    // A timed-out wait is withdrawn and the sender keeps working.
+    Expected<void> early = co_await timeout(1ms, tx.closed());
+    EXPECT_EQ(early.error(), code(errc::timed_out));
+    EXPECT_TRUE(tx.send(5));
+    { auto dropped = std::move(rx); }
+    for (auto& w : waiters)
+      co_await w;
+    co_await tx.closed();  // already closed: at once
+    mpsc::UnboundedSender<int> empty;
+    co_await empty.closed();  // an empty handle is closed
+  }());
+}
+
+TEST_P(UnboundedTest, SenderClosedCompletesOnTheReceiversClose) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    auto [tx, rx] = mpsc::unbounded_channel<int>();
+    EXPECT_TRUE(tx.send(1));
+    JoinHandle<void> waiter = volt::spawn([](mpsc::UnboundedSender<int> tx) -> Task<void> {
+      auto op = tx.closed();  // an lvalue, re-awaited after timeouts
+      for (;;) {
+        Expected<void> r = co_await timeout(300us, op);
+        if (r) break;
+      }
+    }(tx));
+    co_await sleep(2ms);
+    EXPECT_FALSE(waiter.is_finished());
+    rx.close();
+    co_await waiter;
+    EXPECT_EQ(*rx.try_recv(), 1) << "what was sent before close() stays receivable";
+  }());
+}
+
+TEST(UnboundedAllocation, WaitingRecvManyAndClosedDoNotAllocate) {
+  if (kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
+  Runtime rt = Runtime::Builder().worker_threads(2).build();
+  const std::uint64_t allocations = rt.block_on([]() -> Task<std::uint64_t> {
+    auto to_peer_pair = mpsc::unbounded_channel<int>();  // not a structured binding (clang 14)
+    auto to_me_pair = mpsc::unbounded_channel<int>();
+    JoinHandle<void> peer = volt::spawn(
+        [](mpsc::UnboundedReceiver<int> rx, mpsc::UnboundedSender<int> tx) -> Task<void> {
+          std::vector<int> batch;
+          batch.reserve(16);
+          for (;;) {
+            batch.clear();
+            if (co_await rx.recv_many(batch, 16) == 0) break;
+            for (int v : batch)
+              EXPECT_TRUE(tx.send(v + 1));
+          }
+        }(std::move(to_peer_pair.second), std::move(to_me_pair.first)));
+    // A task waiting in closed() the whole time (woken at the end).
+    auto watched = mpsc::unbounded_channel<int>();
+    JoinHandle<void> closed_waiter = volt::spawn([](mpsc::UnboundedSender<int> tx) -> Task<void> {
+      co_await tx.closed();
+    }(std::move(watched.first)));
+    std::vector<int> batch;
+    batch.reserve(16);
+    auto round = [&](int rounds) -> Task<void> {
+      for (int i = 0; i < rounds; ++i) {
+        EXPECT_TRUE(to_peer_pair.first.send(int{i}));
+        batch.clear();
+        EXPECT_EQ(co_await to_me_pair.second.recv_many(batch, 16), 1u);  // waits
+        EXPECT_EQ(batch.at(0), i + 1);
+      }
+    };
+    co_await round(2000);  // warm-up
+    const std::uint64_t before = heap_allocations();
+    co_await round(2000);
+    const std::uint64_t counted = heap_allocations() - before;
+    to_peer_pair.first = mpsc::UnboundedSender<int>();
+    co_await peer;
+    watched.second = mpsc::UnboundedReceiver<int>();  // closed() completes
+    co_await closed_waiter;
+    co_return counted;
+  }());
+  EXPECT_EQ(allocations, 0u);
+}
+
+// closed() waits racing the receiver's drop on another thread: every wait
+// completes (a lost wake-up hangs the test), none before the drop.
+TEST(UnboundedStress, ClosedRacesTheReceiversDrop) {
+  Runtime rt = make_runtime(kMultiThread4);
+  const int rounds = static_cast<int>(scale(200));
+  std::minstd_rand rng(23);
+  for (int round = 0; round < rounds; ++round) {
+    auto [tx, rx] = mpsc::unbounded_channel<int>();
+    std::atomic<bool> dropped{false};
+    std::vector<JoinHandle<bool>> waiters;
+    for (int i = 0; i < 4; ++i)
+      waiters.push_back(
+          rt.spawn([](mpsc::UnboundedSender<int> tx, std::atomic<bool>* dropped) -> Task<bool> {
+            co_await tx.closed();
+            co_return dropped->load();
+          }(tx, &dropped)));
+    if (rng() % 2) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 50));
+    dropped.store(true);
+    { auto gone = std::move(rx); }
+    for (auto& w : waiters)
+      ASSERT_TRUE(w.join()) << "round " << round << ": closed() completed before the drop";
+  }
+}
+
+// recv_many with random limits, some under timeouts, against four producers:
+// every value exactly once, each producer's in order (run under TSan).
+TEST(UnboundedStress, RecvManyAgainstFourProducers) {
+  Runtime rt = make_runtime(kMultiThread2);
+  const std::uint64_t per = scale(50'000);
+  auto [tx, rx] = mpsc::unbounded_channel<std::uint64_t>();
+  JoinHandle<StressOutcome> receiver = rt.spawn(
+      [](mpsc::UnboundedReceiver<std::uint64_t> rx, std::uint64_t per) -> Task<StressOutcome> {
+        std::minstd_rand rng(5);
+        StressOutcome out;
+        out.seen.assign(kProducers * per, 0);
+        std::vector<std::uint64_t> next(kProducers, 0);
+        std::vector<std::uint64_t> batch;
+        for (;;) {
+          batch.clear();
+          const std::size_t limit = 1 + rng() % 40;
+          std::size_t n = 0;
+          if (out.received == 0 || rng() % 8 == 0) {
+            Expected<std::size_t> r =
+                co_await timeout(std::chrono::microseconds(rng() % 40), rx.recv_many(batch, limit));
+            if (!r) {
+              ++out.timeouts;
+              if (!batch.empty()) ++out.order_violations;  // took values and timed out
+              continue;
+            }
+            n = *r;
+          } else {
+            n = co_await rx.recv_many(batch, limit);
+          }
+          if (n == 0) break;
+          if (n > limit || n != batch.size()) ++out.order_violations;
+          for (std::uint64_t v : batch) {
+            const std::uint64_t p = v / per;
+            const std::uint64_t i = v % per;
+            if (i != next[p]) ++out.order_violations;
+            next[p] = i + 1;
+            ++out.seen[v];
+            ++out.received;
+          }
+        }
+        co_return out;
+      }(std::move(rx), per));
+  std::this_thread::sleep_for(5ms);
+  std::vector<JoinHandle<void>> producers;
+  for (std::uint64_t p = 0; p < kProducers; ++p)
+    producers.push_back(rt.spawn(stress_producer(tx, p, per, 31 + static_cast<std::uint32_t>(p))));
+  tx = mpsc::UnboundedSender<std::uint64_t>();
+  for (auto& h : producers)
+    h.join();
+  StressOutcome out = receiver.join();
+  EXPECT_EQ(out.received, kProducers * per);
+  EXPECT_EQ(out.order_violations, 0u);
+  std::uint64_t missing = 0;
+  std::uint64_t duplicated = 0;
+  for (std::uint8_t n : out.seen) {
+    missing += n == 0;
+    duplicated += n > 1;
+  }
+  EXPECT_EQ(missing, 0u);
+  EXPECT_EQ(duplicated, 0u);
+  EXPECT_GT(out.timeouts, 0u);
+}
+
 }  // namespace
 }  // namespace volt::test

@@ -14,12 +14,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "runtime/runtime_support.hpp"
+#include "volt/task/yield_now.hpp"
 #include "volt/time/sleep.hpp"
 #include "volt/time/timeout.hpp"
 
@@ -417,6 +419,314 @@ TEST(WatchStress, APlainThreadSenderAgainstWaitingWatchers) {
     WatcherOutcome out = h.join();
     EXPECT_EQ(out.last, n);
     EXPECT_EQ(out.decreases, 0u);
+  }
+}
+
+// ---- several senders, wait_for, Sender::closed() ----
+
+TEST(WatchValue, CopiedSendersCloseTheChannelWhenTheLastGoes) {
+  auto [tx, rx] = watch::channel<int>(0);
+  watch::Sender<int> second = tx;
+  watch::Sender<int> third;
+  third = second;
+  { watch::Sender<int> gone = std::move(tx); }
+  EXPECT_TRUE(rx.has_changed()) << "closed while two senders live";
+  ASSERT_TRUE(second.send(1));
+  EXPECT_EQ(*rx.borrow_and_update(), 1);
+  { watch::Sender<int> gone = std::move(second); }
+  ASSERT_TRUE(third.send(2));  // a copy sends to the same channel
+  EXPECT_TRUE(*rx.has_changed());
+  EXPECT_EQ(*third.borrow(), 2);
+  { watch::Sender<int> gone = std::move(third); }
+  EXPECT_EQ(rx.has_changed().error(), code(errc::closed));
+}
+
+TEST_P(WatchTest, WaitForTakesTheCurrentValueWhenItSatisfies) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    auto [tx, rx] = watch::channel<int>(5);
+    {
+      // Version 0 is already seen: wait_for still looks at it.
+      Expected<watch::Ref<int>> r = co_await rx.wait_for([](const int& v) { return v == 5; });
+      EXPECT_TRUE(r);
+      if (r) {
+        EXPECT_EQ(**r, 5);
+      }
+    }
+    EXPECT_TRUE(tx.send(6));
+    {
+      Expected<watch::Ref<int>> r = co_await rx.wait_for([](const int& v) { return v > 0; });
+      EXPECT_TRUE(r);
+      if (r) {
+        EXPECT_EQ(**r, 6);
+      }
+    }
+    EXPECT_FALSE(*rx.has_changed()) << "wait_for did not mark the value seen";
+  }());
+}
+
+TEST_P(WatchTest, WaitForWaitsUntilASentValueSatisfies) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    auto [tx, rx] = watch::channel<int>(0);
+    std::atomic<int> calls{0};
+    JoinHandle<int> waiter =
+        volt::spawn([](watch::Receiver<int> rx, std::atomic<int>* calls) -> Task<int> {
+          Expected<watch::Ref<int>> r = co_await rx.wait_for([calls](const int& v) {
+            calls->fetch_add(1);
+            return v >= 3;
+          });
+          if (!r) co_return -1;
+          const int got = **r;
+          EXPECT_FALSE(*rx.has_changed());
+          co_return got;
+        }(rx, &calls));
+    for (int v = 1; v <= 2; ++v) {
+      co_await sleep(1ms);
+      EXPECT_TRUE(tx.send(int{v}));
+    }
+    co_await sleep(2ms);
+    EXPECT_FALSE(waiter.is_finished()) << "completed on a value that fails the predicate";
+    EXPECT_GE(calls.load(), 2) << "the predicate was not re-evaluated on sends";
+    EXPECT_TRUE(tx.send(3));
+    EXPECT_EQ(co_await waiter, 3);
+  }());
+}
+
+TEST_P(WatchTest, WaitForGivesClosedOnlyWhenTheLastValueFailsToo) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    {
+      auto [tx, rx] = watch::channel<int>(0);
+      watch::Sender<int> copy = tx;
+      JoinHandle<std::error_code> waiter =
+          volt::spawn([](watch::Receiver<int> rx) -> Task<std::error_code> {
+            Expected<watch::Ref<int>> r =
+                co_await rx.wait_for([](const int& v) { return v == 100; });
+            co_return r.error();
+          }(rx));
+      co_await sleep(1ms);
+      { watch::Sender<int> gone = std::move(tx); }
+      co_await sleep(2ms);
+      EXPECT_FALSE(waiter.is_finished()) << "closed while a sender lives";
+      EXPECT_TRUE(copy.send(7));
+      { watch::Sender<int> gone = std::move(copy); }
+      EXPECT_EQ(co_await waiter, code(errc::closed));
+    }
+    {
+      // The last value satisfies: success, although the senders are gone.
+      auto [tx, rx] = watch::channel<int>(0);
+      EXPECT_TRUE(tx.send(100));
+      { watch::Sender<int> gone = std::move(tx); }
+      Expected<watch::Ref<int>> r = co_await rx.wait_for([](const int& v) { return v == 100; });
+      EXPECT_TRUE(r);
+      if (r) {
+        EXPECT_EQ(**r, 100);
+      }
+    }
+    watch::Receiver<int> empty;
+    Expected<watch::Ref<int>> r = co_await empty.wait_for([](const int&) { return true; });
+    EXPECT_EQ(r.error(), code(errc::closed));
+  }());
+}
+
+TEST_P(WatchTest, ATimedOutWaitForCanBeAwaitedAgainAndAThrowingPredicatePropagates) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    auto [tx, rx] = watch::channel<int>(0);
+    Expected<Expected<watch::Ref<int>>> first =
+        co_await timeout(1ms, rx.wait_for([](const int& v) { return v == 2; }));
+    EXPECT_EQ(first.error(), code(errc::timed_out));
+    JoinHandle<void> sender = volt::spawn([](watch::Sender<int> tx) -> Task<void> {
+      co_await sleep(5ms);
+      EXPECT_TRUE(tx.send(1));
+      co_await sleep(5ms);
+      EXPECT_TRUE(tx.send(2));
+    }(tx));
+    int timeouts = 0;
+    {
+      auto op = rx.wait_for([](const int& v) { return v == 2; });
+      for (;;) {
+        Expected<Expected<watch::Ref<int>>> r = co_await timeout(300us, op);
+        if (r) {
+          EXPECT_TRUE(*r);
+          if (*r) {
+            EXPECT_EQ(***r, 2);
+          }
+          break;
+        }
+        ++timeouts;
+      }
+    }
+    EXPECT_GE(timeouts, 1);
+    co_await sender;
+    EXPECT_TRUE(tx.send(3));
+    bool thrown = false;
+    try {
+      (void)co_await rx.wait_for([](const int& v) -> bool {
+        if (v == 3) throw std::runtime_error("predicate");
+        return false;
+      });
+    } catch (const std::runtime_error&) {
+      thrown = true;
+    }
+    EXPECT_TRUE(thrown);
+    // The read lock went with the exception: a send does not deadlock.
+    EXPECT_TRUE(tx.send(4));
+  }());
+}
+
+TEST_P(WatchTest, SenderClosedCompletesWhenEveryReceiverIsGone) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([](bool current_thread) -> Task<void> {
+    auto [tx, rx] = watch::channel<int>(0);
+    watch::Receiver<int> second = tx.subscribe();
+    std::vector<JoinHandle<void>> waiters;
+    for (int i = 0; i < 2; ++i)
+      waiters.push_back(volt::spawn([](watch::Sender<int> tx) -> Task<void> {
+        co_await tx.closed();
+        EXPECT_TRUE(tx.is_closed());
+      }(tx)));
+    Expected<void> early = co_await timeout(1ms, tx.closed());
+    EXPECT_EQ(early.error(), code(errc::timed_out));
+    { watch::Receiver<int> gone = std::move(rx); }
+    co_await sleep(2ms);
+    for (auto& w : waiters)
+      EXPECT_FALSE(w.is_finished()) << "completed with a receiver left";
+    // Wake them, then subscribe before they run (current-thread runtime):
+    // they must wait again.
+    { watch::Receiver<int> gone = std::move(second); }
+    watch::Receiver<int> again = tx.subscribe();
+    co_await sleep(2ms);
+    if (current_thread) {
+      for (auto& w : waiters)
+        EXPECT_FALSE(w.is_finished()) << "a woken closed() did not re-check";
+    }
+    { watch::Receiver<int> gone = std::move(again); }
+    for (auto& w : waiters)
+      co_await w;
+    co_await tx.closed();  // none left: at once
+    watch::Sender<int> empty;
+    co_await empty.closed();
+  }(GetParam().current_thread));
+}
+
+TEST(WatchAllocation, WaitingInWaitForAndClosedDoesNotAllocate) {
+  if (kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
+  Runtime rt = Runtime::Builder().worker_threads(2).build();
+  const std::uint64_t counted = rt.block_on([]() -> Task<std::uint64_t> {
+    auto tx_rx = watch::channel<int>(0);  // not a structured binding: a lambda uses it (clang 14)
+    auto& tx = tx_rx.first;
+    auto& rx = tx_rx.second;
+    auto [other_tx, other_rx] = watch::channel<int>(0);
+    JoinHandle<void> closed_waiter = volt::spawn(
+        [](watch::Sender<int> tx) -> Task<void> { co_await tx.closed(); }(std::move(other_tx)));
+    JoinHandle<void> peer = volt::spawn([](watch::Receiver<int> rx) -> Task<void> {
+      for (int target = 1;; ++target) {
+        Expected<watch::Ref<int>> r =
+            co_await rx.wait_for([target](const int& v) { return v >= target || v < 0; });
+        if (!r || **r < 0) break;
+      }
+    }(rx));
+    auto rounds = [&](int from, int n) -> Task<void> {
+      for (int i = from; i < from + n; ++i) {
+        EXPECT_TRUE(tx.send(int{i}));
+        co_await yield_now();
+      }
+    };
+    co_await rounds(1, 500);
+    const std::uint64_t before = heap_allocations();
+    co_await rounds(501, 2000);
+    const std::uint64_t n = heap_allocations() - before;
+    EXPECT_TRUE(tx.send(-1));
+    co_await peer;
+    { watch::Receiver<int> gone = std::move(other_rx); }
+    co_await closed_waiter;
+    co_return n;
+  }());
+  EXPECT_EQ(counted, 0u);
+}
+
+// wait_for against sends from two plain threads through copied senders:
+// each waiter gets a value that satisfies its predicate (the Ref holds it),
+// a waiter whose target is reached never sees errc::closed, one whose target
+// is never reached does once both senders are gone (run under TSan).
+TEST(WatchStress, WaitForRacesSendsAndTheLastSendersDrop) {
+  Runtime rt = make_runtime(kMultiThread4);
+  const int rounds = static_cast<int>(scale(40));
+  const int top = static_cast<int>(scale(2'000));
+  std::minstd_rand rng(41);
+  for (int round = 0; round < rounds; ++round) {
+    auto [tx, rx] = watch::channel<int>(0);
+    std::vector<JoinHandle<int>> waiters;
+    std::vector<int> targets;
+    for (int i = 0; i < 6; ++i) {
+      const int target = i == 5 ? top + 1 : 1 + static_cast<int>(rng() % top);
+      targets.push_back(target);
+      waiters.push_back(rt.spawn([](watch::Receiver<int> rx, int target) -> Task<int> {
+        Expected<watch::Ref<int>> r =
+            co_await rx.wait_for([target](const int& v) { return v >= target; });
+        if (!r) co_return r.error() == errc::closed ? -1 : -2;
+        co_return **r;
+      }(rx, target)));
+    }
+    { watch::Receiver<int> gone = std::move(rx); }
+    watch::Sender<int> even = tx;
+    watch::Sender<int> odd = std::move(tx);
+    // Two threads send increasing values (the maximum only grows).
+    std::atomic<int> next{1};
+    auto run = [&next](watch::Sender<int> tx, int top) {
+      for (;;) {
+        const int v = next.fetch_add(1);
+        if (v > top) break;
+        tx.send_modify([v](int& cur) {
+          if (v > cur) cur = v;
+        });
+      }
+    };
+    std::thread a(run, std::move(even), top);
+    std::thread b(run, std::move(odd), top);
+    a.join();
+    b.join();
+    for (std::size_t i = 0; i < waiters.size(); ++i) {
+      const int got = waiters[i].join();
+      if (targets[i] > top) {
+        EXPECT_EQ(got, -1) << "round " << round << ": an unreachable target did not give closed";
+      } else {
+        EXPECT_GE(got, targets[i]) << "round " << round << ": target " << targets[i];
+      }
+    }
+  }
+}
+
+// closed() waits racing the drops of the last receivers on several threads.
+TEST(WatchStress, SenderClosedRacesTheLastReceiversDrop) {
+  Runtime rt = make_runtime(kMultiThread4);
+  const int rounds = static_cast<int>(scale(300));
+  for (int round = 0; round < rounds; ++round) {
+    auto [tx, rx] = watch::channel<int>(0);
+    std::vector<watch::Receiver<int>> receivers;
+    receivers.push_back(std::move(rx));
+    receivers.push_back(tx.subscribe());
+    receivers.push_back(tx.subscribe());
+    std::atomic<int> dropped{0};
+    std::vector<JoinHandle<bool>> waiters;
+    for (int i = 0; i < 3; ++i)
+      waiters.push_back(
+          rt.spawn([](watch::Sender<int> tx, std::atomic<int>* dropped) -> Task<bool> {
+            co_await tx.closed();
+            co_return dropped->load() == 3;
+          }(tx, &dropped)));
+    std::vector<std::thread> droppers;
+    for (auto& r : receivers)
+      droppers.emplace_back([r = std::move(r), &dropped]() mutable {
+        dropped.fetch_add(1);
+        watch::Receiver<int> gone = std::move(r);
+      });
+    for (auto& t : droppers)
+      t.join();
+    for (auto& w : waiters)
+      ASSERT_TRUE(w.join()) << "round " << round << ": closed() completed too early";
   }
 }
 

@@ -57,7 +57,8 @@
 //  - Sender is copyable (another sender of the same channel). send(v) ->
 //    SendResult<T>; subscribe(); receiver_count(); len() (values in the ring
 //    that a receiver alive when they were sent has not read yet: Tokio's
-//    Sender::len); is_empty(); capacity().
+//    Sender::len); is_empty(); capacity(); closed() (co_await: completes
+//    when no receiver is left; `co_await tx.closed();`).
 //  - Receiver is movable and copyable: a copy is a new receiver at the same
 //    position (it will receive the same values the original has not read
 //    yet; making it costs one RMW per such value, under the lock). Tokio's
@@ -76,9 +77,11 @@
 //    errc::closed and the value back, subscribe() gives a moved-from
 //    Receiver, receiver_count() == len() == capacity() == 0. A moved-from
 //    Receiver: try_recv / recv / recv_blocking give errc::closed, len() == 0.
+//    A moved-from Sender's closed() completes at once.
 // Preconditions (undefined behaviour otherwise): a Recv does not outlive its
 // Receiver, the Receiver is not moved while a Recv of it waits, and one
-// Receiver has one Recv waiting at a time. Positions are 64-bit counters:
+// Receiver has one Recv waiting at a time; a closed() operation does not
+// outlive its Sender. Positions are 64-bit counters:
 // 2^64 sends wrap them.
 //
 // Protocol (the argument in full is in the comments of detail::Slot and
@@ -112,6 +115,7 @@
 
 #include "volt/channel/send_result.hpp"
 #include "volt/detail/blocking_wait.hpp"
+#include "volt/detail/closed_event.hpp"
 #include "volt/detail/spin_lock.hpp"
 #include "volt/detail/spin_wait.hpp"
 #include "volt/detail/task_header.hpp"
@@ -503,7 +507,7 @@ class Shared {
   // value it was counted in and did not read is counted as read.
   void drop_receiver(std::uint64_t next) noexcept {
     core_.lock.lock();
-    --core_.receivers;
+    const bool last = --core_.receivers == 0;
     const std::uint64_t until = core_.tail;
     const std::uint64_t from = oldest_kept(next);
     core_.lock.unlock();
@@ -512,7 +516,17 @@ class Shared {
     // value they overwrite meanwhile is skipped (discard checks pos).
     for (std::uint64_t p = from; p != until; ++p)
       slot(p).discard(p);
+    // After the count reached 0 (under Core::lock, which the waiters'
+    // condition takes too): the senders' closed() (closed_event.hpp's
+    // argument). Before release(): our reference keeps the event alive.
+    if (last) rx_gone_.notify_all();
     release();
+  }
+
+  // The senders' closed(): completes once no receiver is left (a later
+  // subscribe() makes a woken wait wait again, as Tokio's loop does).
+  volt::detail::ClosedWait closed_wait() noexcept {
+    return volt::detail::ClosedWait(&rx_gone_, &no_receivers, this);
   }
 
   // Hands `value` to every receiver. False (value untouched) if none.
@@ -641,11 +655,18 @@ class Shared {
     if (slot(next).read(next, result.value_)) ++next;
   }
 
+  static bool no_receivers(const void* shared) noexcept {
+    // The count is guarded by Core::lock; taking it is the condition's read.
+    return const_cast<Shared*>(static_cast<const Shared*>(shared))->receiver_count() == 0;
+  }
+
   const std::uint64_t mask_;  // capacity - 1
   // Senders + Receivers; the block is freed with the last.
   std::atomic<std::uint64_t> refs_{2};
   std::atomic<std::uint64_t> senders_{1};
   alignas(64) Core core_;
+  // Senders waiting in closed(); notified by the last receiver's drop.
+  volt::detail::ClosedEvent rx_gone_;
 };
 
 }  // namespace detail
@@ -696,6 +717,17 @@ class Sender {
   bool is_empty() const noexcept { return len() == 0; }
   // The ring's size: the requested capacity rounded up to a power of two.
   std::size_t capacity() const noexcept { return shared_ ? shared_->capacity() : 0; }
+
+  // co_await completes (void) once no receiver is left, at once if none is
+  // (or this Sender is moved-from). Woken by the last receiver's drop, it
+  // checks again: if a receiver was subscribed meanwhile it goes on waiting
+  // (Tokio's). Any number of senders may wait; waiting allocates nothing; a
+  // destroyed wait is withdrawn. It must not outlive this Sender.
+  //   co_await tx.closed();  // nobody listens any more: stop producing
+  using Closed = volt::detail::ClosedWait;
+  Closed closed() noexcept {
+    return shared_ ? shared_->closed_wait() : Closed(nullptr, nullptr, nullptr);
+  }
 
  private:
   template <class U>

@@ -4,6 +4,10 @@
 //   volt::spawn(producer(std::move(tx)));      // ... tx.send(42);
 //   std::optional<int> v = co_await rx;         // nullopt: sender dropped
 //
+//   // The sender can learn that nobody wants the value any more:
+//   co_await tx.closed();        // (sender) the receiver was dropped or closed
+//   rx.close();                  // (receiver) refuse it: tx.send(v) hands v back
+//
 // Guarantees:
 //  - One allocation per channel (the shared state, from the recycling frame
 //    allocator: none in steady state); waiting allocates nothing.
@@ -15,6 +19,23 @@
 //    further awaits return std::nullopt.
 //  - try_recv() never waits: the value if it is there (consuming it),
 //    otherwise std::nullopt; is_closed() then tells "sender gone" from "not yet".
+//  - Receiver::close(): no value is accepted any more; a later send() hands
+//    its value back, and the sender's closed() completes. A value sent before
+//    the close stays receivable (try_recv, co_await), as in Tokio. After the
+//    close, `co_await rx` never waits: that value, or std::nullopt.
+//  - Receiver::is_terminated(): nothing more will come from this receiver:
+//    its value was taken, or none can arrive (sender gone or close() called)
+//    and none is there. (Tokio's turns true once the receiver has observed
+//    that; this one as soon as it is certain.) is_empty(): no value is there
+//    to take now (none sent yet, or already taken). is_closed(): no value
+//    can arrive any more (sender gone, value sent, or close() called).
+//  - Sender::closed() (co_await, void) completes once the receiver is
+//    dropped or called close(), at once if it already has. One closed()
+//    operation of a sender waits at a time (a second one awaited while the
+//    first still waits throws volt::Error(errc::invalid_handle)); it must be
+//    destroyed before its sender sends or is destroyed. Waiting allocates
+//    nothing; destroying the operation withdraws its waker. is_closed(): the
+//    same condition, without waiting.
 //  - Sender and Receiver may live on different threads; each is one owner's.
 //
 // Protocol (one atomic word, `state_`):
@@ -22,6 +43,10 @@
 //   kTxClosed   the sender is gone (after sending or without sending)
 //   kRxClosed   the receiver is gone
 //   kRxWaker    rx_waker holds a waker and belongs to the sending side
+//   kTxWaker    tx_waker holds a waker (the sender's closed()) and belongs
+//               to the receiving side
+// kValueSet is never set once kRxClosed is (send decides both with one CAS),
+// so a value is either receivable or handed back, never both.
 // The receiver writes rx_waker only while kRxWaker is clear and no value or
 // close has been published, then sets kRxWaker (release). The sender, after
 // publishing kValueSet / kTxClosed with an acq_rel RMW, takes rx_waker and
@@ -30,7 +55,12 @@
 // awaiter destroyed: the task aborted, a timeout or select that fired)
 // withdraws: it clears kRxWaker with a CAS that fails if the sender completed
 // first, and on success drops the waker itself; on failure the sender owns
-// the waker and drops it when it wakes it. So no waker outlives its wait (a
+// the waker and drops it when it wakes it. The sender's closed() is the
+// mirror image: it writes tx_waker and sets kTxWaker (release) while kRxClosed
+// is clear; close_rx's acq_rel RMW that sets kRxClosed takes and wakes it
+// iff kTxWaker was set and kRxClosed was not (kRxClosed is set once); a
+// destroyed closed() withdraws with a CAS that fails if kRxClosed came first.
+// So no waker outlives its wait (a
 // waker keeps its task's cell and scheduler alive). Whoever drops the last of
 // the two references frees the state (and a value never received).
 #pragma once
@@ -45,6 +75,7 @@
 #include "volt/detail/frame_allocator.hpp"
 #include "volt/detail/task_header.hpp"
 #include "volt/detail/waker.hpp"
+#include "volt/error.hpp"
 #include "volt/task/join_handle.hpp"
 
 namespace volt::oneshot {
@@ -63,6 +94,7 @@ class Shared {
   static constexpr std::uint32_t kTxClosed = 2;
   static constexpr std::uint32_t kRxClosed = 4;
   static constexpr std::uint32_t kRxWaker = 8;
+  static constexpr std::uint32_t kTxWaker = 16;
 
   static Shared* create() { return ::new (volt::detail::frame_allocate(sizeof(Shared))) Shared(); }
   void release() noexcept {
@@ -75,19 +107,25 @@ class Shared {
 
   std::optional<T> send(T&& value) {
     ::new (static_cast<void*>(&storage_)) T(std::move(value));
-    // acq_rel: release publishes the value to the receiver's acquire; acquire
-    // makes the receiver's waker (written before its release of kRxWaker)
-    // visible to us.
-    std::uint32_t prev = state_.fetch_or(kValueSet | kTxClosed, std::memory_order_acq_rel);
+    std::uint32_t prev = state_.load(std::memory_order_relaxed);
+    // One CAS decides: the value is published (kValueSet) only if the
+    // receiver has not closed; kTxClosed either way. acq_rel: release
+    // publishes the value to the receiver's acquire; acquire makes the
+    // receiver's waker (written before its release of kRxWaker) visible.
+    // relaxed on failure: the loop only recomputes from the new bits.
+    while (!state_.compare_exchange_weak(
+        prev, prev | ((prev & kRxClosed) ? kTxClosed : kValueSet | kTxClosed),
+        std::memory_order_acq_rel, std::memory_order_relaxed)) {
+    }
+    std::optional<T> back;
     if (prev & kRxClosed) {
-      // The receiver is gone and will never look: take the value back.
-      std::optional<T> back(std::move(*slot()));
+      // The receiver is gone or closed and will never take it (kValueSet
+      // stays clear): the value goes back.
+      back.emplace(std::move(*slot()));
       slot()->~T();
-      state_.fetch_and(~kValueSet, std::memory_order_relaxed);  // nobody else reads it now
-      return back;
     }
     if (prev & kRxWaker) take_waker().wake();
-    return std::nullopt;
+    return back;
   }
 
   void close_tx() noexcept {
@@ -95,10 +133,28 @@ class Shared {
     if ((prev & kRxWaker) && !(prev & kTxClosed)) take_waker().wake();
   }
 
-  void close_rx() noexcept { state_.fetch_or(kRxClosed, std::memory_order_acq_rel); }
+  // The receiver is dropped, or calls close() (idempotent).
+  void close_rx() noexcept {
+    // acq_rel: acquire makes the sender's tx_waker (written before its
+    // release of kTxWaker) visible; release orders the receiver's earlier
+    // accesses before a sender that sees kRxClosed.
+    const std::uint32_t prev = state_.fetch_or(kRxClosed, std::memory_order_acq_rel);
+    if ((prev & kTxWaker) && !(prev & kRxClosed)) take_tx_waker().wake();
+  }
 
+  // The receiver's wait is over: a value, the sender gone, or closed.
   bool is_complete() const noexcept {
-    return state_.load(std::memory_order_acquire) & (kValueSet | kTxClosed);
+    return state_.load(std::memory_order_acquire) & (kValueSet | kTxClosed | kRxClosed);
+  }
+  // Receiver: a value is there, not yet taken.
+  bool has_value() const noexcept {
+    return (state_.load(std::memory_order_acquire) & kValueSet) && !taken_;
+  }
+  // Receiver: taken, or nothing there and nothing can come.
+  bool is_terminated() const noexcept {
+    const std::uint32_t s = state_.load(std::memory_order_acquire);
+    if (s & kValueSet) return taken_;
+    return s & (kTxClosed | kRxClosed);
   }
   bool is_tx_closed() const noexcept { return state_.load(std::memory_order_acquire) & kTxClosed; }
   bool is_rx_closed() const noexcept { return state_.load(std::memory_order_acquire) & kRxClosed; }
@@ -117,11 +173,11 @@ class Shared {
   // awaiter that registered withdraws before another registers).
   bool register_waker(volt::detail::Waker waker) noexcept {
     std::uint32_t s = state_.load(std::memory_order_acquire);
-    if (s & (kValueSet | kTxClosed)) return false;
+    if (s & (kValueSet | kTxClosed | kRxClosed)) return false;
     rx_waker_ = std::move(waker);
     s = state_.load(std::memory_order_relaxed);
     do {
-      if (s & (kValueSet | kTxClosed)) return false;
+      if (s & (kValueSet | kTxClosed | kRxClosed)) return false;
       // release: the sender's acquire RMW sees the waker we just wrote.
     } while (!state_.compare_exchange_weak(s, s | kRxWaker, std::memory_order_release,
                                            std::memory_order_relaxed));
@@ -143,6 +199,42 @@ class Shared {
     rx_waker_ = volt::detail::Waker();
   }
 
+  // ---- the sender's closed() (the mirror of the receiver's wait) ----
+
+  // Sender: whether a closed() of this sender is registered and waiting.
+  // relaxed: only the sender sets kTxWaker, so its own thread reads its own
+  // writes; a concurrent kRxClosed only makes the answer "not waiting".
+  bool tx_waiting() const noexcept {
+    const std::uint32_t s = state_.load(std::memory_order_relaxed);
+    return (s & kTxWaker) && !(s & kRxClosed);
+  }
+  // Sender: publishes `waker` for closed(). False if the receiver already
+  // closed. Precondition: no registration of this sender is outstanding.
+  bool register_tx_waker(volt::detail::Waker waker) noexcept {
+    std::uint32_t s = state_.load(std::memory_order_acquire);
+    if (s & kRxClosed) return false;
+    tx_waker_ = std::move(waker);
+    s = state_.load(std::memory_order_relaxed);
+    do {
+      if (s & kRxClosed) return false;
+      // release: close_rx's acquire RMW sees the waker we just wrote.
+    } while (!state_.compare_exchange_weak(s, s | kTxWaker, std::memory_order_release,
+                                           std::memory_order_relaxed));
+    return true;
+  }
+  // Sender: a registered closed() ends without its wake-up (destroyed).
+  // Takes the waker back unless close_rx already took it to wake it.
+  void withdraw_tx_waker() noexcept {
+    std::uint32_t s = state_.load(std::memory_order_relaxed);
+    do {
+      if (!(s & kTxWaker) || (s & kRxClosed)) return;
+      // relaxed: success means close_rx has not run its RMW yet and will
+      // find kTxWaker clear; nothing it wrote is read here.
+    } while (!state_.compare_exchange_weak(s, s & ~kTxWaker, std::memory_order_relaxed,
+                                           std::memory_order_relaxed));
+    tx_waker_ = volt::detail::Waker();
+  }
+
  private:
   Shared() = default;
   ~Shared() {
@@ -152,11 +244,15 @@ class Shared {
   // Sender, after an RMW that found kRxWaker: the receiver no longer writes
   // rx_waker_ (it saw the completion, or withdraw_waker's CAS fails).
   volt::detail::Waker take_waker() noexcept { return std::move(rx_waker_); }
+  // close_rx, after its RMW found kTxWaker (and no earlier kRxClosed): the
+  // sender no longer writes tx_waker_ (withdraw_tx_waker's CAS fails).
+  volt::detail::Waker take_tx_waker() noexcept { return std::move(tx_waker_); }
 
   std::atomic<std::uint32_t> state_{0};
   std::atomic<std::uint32_t> refs_{2};
   bool taken_ = false;  // receiver only
   volt::detail::Waker rx_waker_;
+  volt::detail::Waker tx_waker_;
   alignas(T) unsigned char storage_[sizeof(T)];
 };
 
@@ -180,12 +276,20 @@ class Sender {
   // the value back if the receiver is gone or this sender is empty.
   [[nodiscard("the value comes back if the receiver is gone")]] std::optional<T> send(T value) {
     if (!shared_) return std::optional<T>(std::move(value));
-    auto* shared = std::exchange(shared_, nullptr);
-    std::optional<T> back = shared->send(std::move(value));
-    shared->release();
+    // If T's move constructor throws inside, nothing was sent: the sender
+    // is dropped (reset) and the exception propagates.
+    std::optional<T> back = shared_->send(std::move(value));
+    shared_->release();
+    shared_ = nullptr;
     return back;
   }
+  // The receiver is gone or called close(): send() would hand the value back.
   bool is_closed() const noexcept { return !shared_ || shared_->is_rx_closed(); }
+
+  class Closed;
+  // co_await completes (void) once the receiver is dropped or closed (see
+  // the header contract).
+  Closed closed() noexcept { return Closed(shared_); }
 
  private:
   template <class U>
@@ -198,6 +302,49 @@ class Sender {
     }
   }
   detail::Shared<T>* shared_ = nullptr;
+};
+
+// The closed() operation of a Sender.
+template <class T>
+class [[nodiscard]] Sender<T>::Closed {
+ public:
+  Closed(const Closed&) = delete;
+  Closed& operator=(const Closed&) = delete;
+  // Before it is awaited only (e.g. moved into a timeout or select).
+  Closed(Closed&& other) noexcept : shared_(other.shared_) {}
+  // A wait that ends without its wake-up withdraws its waker.
+  ~Closed() {
+    if (registered_) shared_->withdraw_tx_waker();
+  }
+  bool await_ready() {
+    if (!shared_) return true;
+    if (!registered_ && shared_->tx_waiting())
+      throw Error(errc::invalid_handle, "oneshot::Sender::closed: another closed() still waits");
+    return shared_->is_rx_closed() && volt::detail::coop_try_consume();
+  }
+  bool await_suspend(std::coroutine_handle<> self) {
+    if (!shared_->is_rx_closed()) {
+      volt::detail::TaskHeader* task = volt::detail::suspend_current(self, &ready, shared_);
+      // Awaited again after an interrupted wait: the waker registered then
+      // names this task.
+      if (registered_) return true;
+      registered_ = shared_->register_tx_waker(volt::detail::make_task_waker(task));
+      if (registered_) return true;
+    }
+    if (volt::detail::coop_try_consume()) return false;
+    volt::detail::yield_current(self);
+    return true;
+  }
+  void await_resume() noexcept {}
+
+ private:
+  friend class Sender;
+  explicit Closed(detail::Shared<T>* shared) noexcept : shared_(shared) {}
+  static bool ready(void* shared) noexcept {
+    return static_cast<detail::Shared<T>*>(shared)->is_rx_closed();
+  }
+  detail::Shared<T>* shared_;
+  bool registered_ = false;
 };
 
 template <class T>
@@ -215,8 +362,21 @@ class Receiver {
   ~Receiver() { reset(); }
 
   std::optional<T> try_recv() { return shared_ ? shared_->take() : std::nullopt; }
-  // True when no value can arrive any more (sender gone, or value taken).
-  bool is_closed() const noexcept { return !shared_ || shared_->is_tx_closed(); }
+  // True when no value can arrive any more (sender gone or done, or
+  // close() called).
+  bool is_closed() const noexcept {
+    return !shared_ || shared_->is_tx_closed() || shared_->is_rx_closed();
+  }
+  // Refuses the value: a later send() hands it back; the sender's closed()
+  // completes. A value already sent stays receivable. Idempotent.
+  void close() noexcept {
+    if (shared_) shared_->close_rx();
+  }
+  // Nothing more will come from this receiver: the value was taken, or none
+  // is there and none can arrive. An empty handle is terminated.
+  bool is_terminated() const noexcept { return !shared_ || shared_->is_terminated(); }
+  // No value is there to take now (not sent yet, or taken).
+  bool is_empty() const noexcept { return !shared_ || !shared_->has_value(); }
 
   class Awaiter {
    public:

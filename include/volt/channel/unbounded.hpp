@@ -6,6 +6,9 @@
 //   if (!tx.send(job)) { /* errc::closed: nobody will receive; r.take_back() */ }
 //   while (std::optional<Job> job = co_await rx.recv()) run(*job);
 //   // nullopt: every sender is gone (or rx.close() was called), all drained
+//   std::vector<Job> batch;                     // or a batch per wake-up:
+//   while (std::size_t n = co_await rx.recv_many(batch, 64)) { run_all(batch); batch.clear(); }
+//   co_await tx.closed();                        // (a producer) the receiver is gone
 //
 // Guarantees:
 //  - send() never waits and never fails for lack of room. It fails, handing
@@ -21,6 +24,15 @@
 //    destroyed while it waits (abort, timeout, select) has taken nothing, so
 //    no value is lost. An lvalue Recv interrupted by a timeout may be awaited
 //    again by the same task; it keeps its registration.
+//  - recv_many(out, limit) (co_await gives std::size_t) waits as recv() does,
+//    then appends to `out` up to `limit` values that are ready, in order,
+//    with one wake-up; 0 once the channel is closed and drained, and 0 at
+//    once for limit == 0. Cancel-safe as recv(): values move into `out` only
+//    when it completes. If appending throws (allocation, T's move), the
+//    exception propagates and the value being appended stays in the channel.
+//  - Sender::closed() (co_await, void) completes once the receiver is gone
+//    or called close(): at once if it already has. Any number of senders may
+//    wait at once; waiting allocates nothing; a destroyed wait is withdrawn.
 //  - try_recv() never waits: the value, or errc::empty (open, nothing ready),
 //    or errc::closed (closed and drained). A send running concurrently on
 //    another thread may not be visible to try_recv until it has finished.
@@ -38,13 +50,15 @@
 //    the value's move, a release store, a fence and a load.
 //  - Bad input: a default-constructed or moved-from handle is closed:
 //    send() hands the value back with errc::closed, recv()/recv_blocking()
-//    give std::nullopt, try_recv() gives errc::closed, is_closed() is true.
-//    If T's move constructor throws inside send(), the exception propagates
-//    and nothing is delivered (the claimed slot is skipped). Running out of
-//    memory for a new block terminates (a claimed slot cannot be given back).
+//    give std::nullopt, recv_many() gives 0, closed() completes at once,
+//    try_recv() gives errc::closed, is_closed() is true. If T's move
+//    constructor throws inside send(), the exception propagates and nothing
+//    is delivered (the claimed slot is skipped). Running out of memory for
+//    a new block terminates (a claimed slot cannot be given back).
 // Preconditions (undefined behaviour otherwise): the receiver is used by one
-// thread at a time and outlives its Recv operations; an interrupted Recv is
-// awaited again only by the task that first awaited it.
+// thread at a time and outlives its Recv / RecvMany operations (one waits at
+// a time); an interrupted one is awaited again only by the task that first
+// awaited it. A Closed operation does not outlive the sender that made it.
 //
 // Protocol (the implementation's top comment, below, has the argument):
 // senders claim slot numbers with one fetch_add on `tail_` (whose low bit is
@@ -64,10 +78,12 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "volt/channel/send_result.hpp"
 #include "volt/detail/atomic_waker.hpp"
 #include "volt/detail/blocking_wait.hpp"
+#include "volt/detail/closed_event.hpp"
 #include "volt/detail/frame_allocator.hpp"
 #include "volt/detail/task_header.hpp"
 #include "volt/detail/waker.hpp"
@@ -295,6 +311,16 @@ class Chan {
     }
   }
 
+  // Precondition: peek() == kValue. Appends the value to `out`; if that
+  // throws (allocation, T's move), the value stays in the channel.
+  void take_into(std::vector<T>& out) {
+    T* slot = head_block_->slot(head_ % kBlockSlots);
+    out.push_back(std::move(*slot));
+    slot->~T();
+    ++head_;
+    if (free_head_ != head_block_) reclaim();
+  }
+
   // Precondition: peek() == kValue.
   T take() {
     T* slot = head_block_->slot(head_ % kBlockSlots);
@@ -312,6 +338,16 @@ class Chan {
     // Nothing is published.
     closed_at_ = tail_.fetch_or(kClosed, std::memory_order_relaxed) >> kClaimShift;
     rx_closed_ = true;
+    // After the fetch_or: the senders' closed() waits read kClosed under the
+    // event's lock, which orders them against this (closed_event.hpp).
+    rx_gone_.notify_all();
+  }
+
+  // The senders' closed(): completes once kClosed is set. While a sender
+  // lives only the receiver sets it (the last sender's drop sets it too, but
+  // then no sender is left to wait).
+  volt::detail::ClosedWait closed_wait() noexcept {
+    return volt::detail::ClosedWait(&rx_gone_, &closed_condition, this);
   }
 
   // Destroys every value published so far (the receiver is going away),
@@ -474,12 +510,18 @@ class Chan {
   bool rx_closed_ = false;
   const void* armed_by_ = nullptr;  // who armed rx_waker_ (see arm_for)
 
+  static bool closed_condition(const void* chan) noexcept {
+    return static_cast<const Chan*>(chan)->closed();
+  }
+
   // ---- the receiver's waker: read by every send ----
   alignas(64) volt::detail::AtomicWaker rx_waker_;
 
   // ---- handles ----
   alignas(64) std::atomic<std::size_t> refs_{2};  // the first sender, the receiver
   std::atomic<std::size_t> senders_{1};
+  // Senders waiting in closed(); notified by close_rx (rarely touched).
+  volt::detail::ClosedEvent rx_gone_;
 };
 
 }  // namespace detail
@@ -513,6 +555,16 @@ class UnboundedSender {
   // True once send() fails: the receiver is gone or closed the channel.
   bool is_closed() const noexcept { return !chan_ || chan_->closed(); }
 
+  // co_await completes (void) once the receiver is gone or has called
+  // close(), at once if it already has (or this handle is empty). Waiting
+  // allocates nothing; destroying the operation withdraws it. It must not
+  // outlive this sender.
+  //   co_await tx.closed();  // nobody will read what we produce: stop
+  using Closed = volt::detail::ClosedWait;
+  Closed closed() noexcept {
+    return chan_ ? chan_->closed_wait() : Closed(nullptr, nullptr, nullptr);
+  }
+
  private:
   template <class U>
   friend std::pair<UnboundedSender<U>, UnboundedReceiver<U>> unbounded_channel();
@@ -534,6 +586,7 @@ class UnboundedReceiver {
 
  public:
   class Recv;
+  class RecvMany;
 
   // A closed handle (see the header contract).
   UnboundedReceiver() noexcept = default;
@@ -553,6 +606,16 @@ class UnboundedReceiver {
   // The next value; co_await gives std::optional<T> (nullopt: closed and
   // drained). See the header contract.
   Recv recv() noexcept { return Recv(chan_); }
+
+  // Waits as recv() does for at least one value, then appends up to `limit`
+  // of the values ready to `out`, with one wake-up; co_await gives how many
+  // (std::size_t). 0 means closed and drained, or limit == 0 (returned at
+  // once, without waiting or looking). Cancel-safe: values move into `out`
+  // only when the operation completes; one destroyed earlier took nothing.
+  // `out` must outlive the operation; what it held before is kept.
+  RecvMany recv_many(std::vector<T>& out, std::size_t limit) noexcept {
+    return RecvMany(chan_, out, limit);
+  }
 
   // The next value if one is ready; errc::empty or errc::closed otherwise.
   Expected<T> try_recv() {
@@ -597,17 +660,20 @@ class UnboundedReceiver {
   Chan* chan_ = nullptr;
 };
 
-// The recv() operation: co_await gives std::optional<T>.
+namespace detail {
+
+// The waiting shared by Recv and RecvMany: co_await waits until slot head_
+// holds a value or the channel is closed and drained; the derived class's
+// await_resume takes what it wants. Nothing is taken before await_resume, so
+// a destroyed operation has taken nothing (it only withdraws its waker).
 template <class T>
-class [[nodiscard]] UnboundedReceiver<T>::Recv {
+class RecvWait {
+  using Peek = typename Chan<T>::Peek;
+
  public:
-  // Only before it is awaited (e.g. moved into a timeout).
-  Recv(Recv&& other) noexcept : chan_(other.chan_) {}
-  Recv(const Recv&) = delete;
-  Recv& operator=(const Recv&) = delete;
-  Recv& operator=(Recv&&) = delete;
-  // Cancellation: nothing was taken; only the waker is withdrawn.
-  ~Recv() { disarm(); }
+  RecvWait(const RecvWait&) = delete;
+  RecvWait& operator=(const RecvWait&) = delete;
+  RecvWait& operator=(RecvWait&&) = delete;
 
   bool await_ready() {
     if (!chan_) return true;
@@ -631,25 +697,30 @@ class [[nodiscard]] UnboundedReceiver<T>::Recv {
     volt::detail::TaskHeader* task = volt::detail::suspend_current(self, &ready_check, this);
     return must_wait(task);
   }
-  std::optional<T> await_resume() {
-    if (!chan_) return std::nullopt;
-    disarm();
-    const Peek state = chan_->peek();
-    // Never kEmpty here: every path to this point saw a value or the close,
-    // and only this receiver takes values.
-    assert(state != Peek::kEmpty);
-    if (state == Peek::kValue) return std::optional<T>(chan_->take());
-    return std::nullopt;
+
+ protected:
+  explicit RecvWait(Chan<T>* chan) noexcept : chan_(chan) {}
+  // Only before it is awaited (e.g. moved into a timeout).
+  RecvWait(RecvWait&& other) noexcept : chan_(other.chan_) {}
+  // Cancellation: nothing was taken; only the waker is withdrawn.
+  ~RecvWait() { disarm(); }
+
+  // await_resume's first step: the wait is over (a value or the close is
+  // there: every path to await_resume saw one, and only this receiver
+  // takes values).
+  void disarm() noexcept {
+    if (!waiting_) return;
+    waiting_ = false;
+    chan_->disarm_for(this);
   }
 
- private:
-  friend class UnboundedReceiver;
-  explicit Recv(Chan* chan) noexcept : chan_(chan) {}
+  Chan<T>* chan_;
 
-  // Arms the receiver's waker for `task` (unless this Recv's is still
+ private:
+  // Arms the receiver's waker for `task` (unless this operation's is still
   // armed), then re-checks (W1). True if the task must wait.
   bool must_wait(volt::detail::TaskHeader* task) noexcept {
-    Chan& chan = *chan_;
+    Chan<T>& chan = *chan_;
     waiting_ = true;
     if (!chan.armed_for(this) && chan.arm_for(this, volt::detail::make_task_waker(task)) ==
                                      volt::detail::AtomicWaker::Arm::kBusy) {
@@ -662,23 +733,80 @@ class [[nodiscard]] UnboundedReceiver<T>::Recv {
     return chan.peek() == Peek::kEmpty;  // the re-check after arming (W1)
   }
 
-  void disarm() noexcept {
-    if (!waiting_) return;
-    waiting_ = false;
-    chan_->disarm_for(this);
-  }
-
   // The task's readiness check (runs when it is polled): resume if a value
   // or the close is there; otherwise (re-)arm and stay.
   static bool ready_check(void* context) noexcept {
-    Recv& self = *static_cast<Recv*>(context);
+    RecvWait& self = *static_cast<RecvWait*>(context);
     if (self.chan_->peek() != Peek::kEmpty) return true;
     return !self.must_wait(volt::detail::tls_context.current_task);
   }
 
-  Chan* chan_;
   bool waiting_ = false;   // armed (or tried to) and not yet resumed
   bool yielding_ = false;  // budget spent: the first look is in ready_check
+};
+
+}  // namespace detail
+
+// The recv() operation: co_await gives std::optional<T>.
+template <class T>
+class [[nodiscard]] UnboundedReceiver<T>::Recv : public detail::RecvWait<T> {
+ public:
+  // Only before it is awaited (e.g. moved into a timeout).
+  Recv(Recv&& other) noexcept = default;
+
+  std::optional<T> await_resume() {
+    if (!this->chan_) return std::nullopt;
+    this->disarm();
+    const Peek state = this->chan_->peek();
+    // Never kEmpty here: every path to this point saw a value or the close,
+    // and only this receiver takes values.
+    assert(state != Peek::kEmpty);
+    if (state == Peek::kValue) return std::optional<T>(this->chan_->take());
+    return std::nullopt;
+  }
+
+ private:
+  friend class UnboundedReceiver;
+  explicit Recv(Chan* chan) noexcept : detail::RecvWait<T>(chan) {}
+};
+
+// The recv_many() operation: co_await gives the number of values appended.
+template <class T>
+class [[nodiscard]] UnboundedReceiver<T>::RecvMany : public detail::RecvWait<T> {
+ public:
+  // Only before it is awaited (e.g. moved into a timeout).
+  RecvMany(RecvMany&& other) noexcept = default;
+
+  bool await_ready() {
+    if (limit_ == 0) return true;  // asks for nothing: 0 at once
+    return detail::RecvWait<T>::await_ready();
+  }
+  std::size_t await_resume() {
+    if (!this->chan_ || limit_ == 0) return 0;
+    this->disarm();
+    Chan& chan = *this->chan_;
+    // One reservation for what is there now (at most limit_), so that the
+    // loop below does not reallocate on the way. If it throws, nothing was
+    // taken.
+    const std::size_t ready = chan.len();
+    out_->reserve(out_->size() + (ready < limit_ ? ready : limit_));
+    std::size_t taken = 0;
+    // The first peek is never kEmpty (see Recv::await_resume); the loop
+    // stops at the first slot not published yet, or at limit_.
+    while (taken < limit_ && chan.peek() == Peek::kValue) {
+      chan.take_into(*out_);
+      ++taken;
+    }
+    return taken;
+  }
+
+ private:
+  friend class UnboundedReceiver;
+  RecvMany(Chan* chan, std::vector<T>& out, std::size_t limit) noexcept
+      : detail::RecvWait<T>(chan), out_(&out), limit_(limit) {}
+
+  std::vector<T>* out_;
+  std::size_t limit_;
 };
 
 template <class T>

@@ -1,4 +1,4 @@
-// volt/channel/watch.hpp: a single value that one sender replaces and any
+// volt/channel/watch.hpp: a single value that senders replace and any
 // number of receivers watch (Tokio's watch channel).
 //
 //   auto [tx, rx] = volt::watch::channel<Config>(load_config());
@@ -8,6 +8,12 @@
 //                                                if (!r) break;  // the sender is gone
 //                                                apply(*rx.borrow_and_update());
 //                                              }
+//
+//   // wait for a condition on the value (the current one included):
+//   volt::Expected<volt::watch::Ref<State>> r =
+//       co_await rx.wait_for([](const State& s) { return s.ready; });
+//   if (r) use(**r);                        // errc::closed: senders gone, never ready
+//   co_await tx.closed();                   // (a sender) every receiver is gone
 //
 // (The awaited value bound to a variable, not `while (co_await rx.changed())`:
 // g++ 12 miscompiles a co_await in a condition of a coroutine that declares
@@ -20,9 +26,24 @@
 //    if one does) and marks it seen; many sends while nobody looks coalesce.
 //    A receiver that awaits changed() after any number of sends sees the
 //    latest value ("watch never misses the last value").
-//  - changed() gives Expected<void>: success, or errc::closed when the sender
-//    is gone and no unseen version is left. has_changed() gives
-//    Expected<bool>: errc::closed whenever the sender is gone.
+//  - Senders are copyable (as Tokio's Clone): the channel closes when the
+//    last sender is gone. changed() gives Expected<void>: success, or
+//    errc::closed when every sender is gone and no unseen version is left.
+//    has_changed() gives Expected<bool>: errc::closed whenever every sender
+//    is gone.
+//  - wait_for(pred) (co_await gives Expected<Ref<T>>) evaluates pred(const
+//    T&) on the current value (whatever its version), then on each newer
+//    version it sees, each marked seen, until one satisfies it: it returns a
+//    Ref on that value (held since pred saw it, so it is the value pred
+//    accepted). errc::closed when every sender is gone and the last value
+//    does not satisfy it. pred runs under the read lock, on the waiting
+//    task's thread, possibly inside the scheduler's poll: keep it short; it
+//    must not send on this channel. If it throws, the exception propagates
+//    from the co_await. Versions sent between two looks may be skipped
+//    (coalesced), as for changed(). Cancel-safe as changed().
+//  - Sender::closed() (co_await, void) completes once no receiver is left,
+//    at once if none is. A woken wait checks again: a receiver subscribed
+//    in between keeps it waiting (Tokio's). Any number may wait.
 //  - borrow() / borrow_and_update() return a Ref: a read guard that derefs to
 //    const T& and holds a shared lock on the value while alive. Keep it short
 //    and never across a co_await or a send on the same thread (a send waits
@@ -35,21 +56,23 @@
 //    propagates); send_replace returns the old value.
 //  - Receivers are copyable; a copy starts with its original's seen version.
 //    subscribe() makes a receiver that has seen the current value.
-//  - Waiting allocates nothing: the waiter lives in the Changed operation.
-//    Changed is cancelled by destruction (abort, timeout, select) and takes
-//    nothing, so cancelling it loses no version. An lvalue Changed
-//    interrupted by a timeout may be awaited again by the same task; it keeps
-//    its registration.
+//  - Waiting allocates nothing: the waiter lives in the Changed (WaitFor,
+//    Closed) operation. Each is cancelled by destruction (abort, timeout,
+//    select) and takes nothing, so cancelling it loses no version. An lvalue
+//    one interrupted by a timeout may be awaited again by the same task; it
+//    keeps its registration.
 //  - A send with no receiver waiting takes the write lock and makes one RMW
 //    on the state word; the waiter lock is taken only when someone waits.
 //  - Bad input: a default-constructed or moved-from handle is closed: send()
 //    hands the value back (errc::closed), send_replace() returns its
 //    argument, send_modify() does nothing, subscribe() gives a closed
-//    receiver, changed() and has_changed() give errc::closed; borrow() (no
-//    value to lend) throws volt::Error(errc::closed).
+//    receiver, closed() completes at once; changed(), wait_for() and
+//    has_changed() give errc::closed; borrow() (no value to lend) throws
+//    volt::Error(errc::closed).
 // Preconditions (undefined behaviour otherwise): a Receiver outlives its
-// Changed operations, and each Receiver is used by one thread at a time
-// (copies are independent); a Ref does not outlive its channel's handles.
+// Changed and WaitFor operations (one at a time), and each Receiver is used
+// by one thread at a time (copies are independent); a Sender outlives its
+// Closed operations; a Ref does not outlive its channel's handles.
 //
 // Protocol. One atomic word, state_ = version << 2 | kHasWaiters | kClosed.
 // The version changes only under the value's write lock (so a reader holding
@@ -68,10 +91,13 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
 #include "volt/channel/send_result.hpp"
+#include "volt/detail/closed_event.hpp"
 #include "volt/detail/intrusive_list.hpp"
 #include "volt/detail/rw_spin_lock.hpp"
 #include "volt/detail/spin_lock.hpp"
@@ -90,6 +116,8 @@ template <class T>
 class Receiver;
 template <class T>
 class Ref;
+template <class T, class F>
+class WaitFor;
 
 namespace detail {
 
@@ -127,10 +155,27 @@ class Shared {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
   // relaxed: a count; nothing is read through it (send() answers with a
-  // snapshot, as Tokio's does).
+  // snapshot, as Tokio's does). The senders' closed() reads it under
+  // rx_gone_'s lock, which drop_receiver's notify takes after the decrement:
+  // that lock orders them (closed_event.hpp).
   void add_receiver() noexcept { receivers_.fetch_add(1, std::memory_order_relaxed); }
-  void drop_receiver() noexcept { receivers_.fetch_sub(1, std::memory_order_relaxed); }
+  void drop_receiver() noexcept {
+    if (receivers_.fetch_sub(1, std::memory_order_relaxed) == 1) rx_gone_.notify_all();
+  }
   std::size_t receivers() const noexcept { return receivers_.load(std::memory_order_relaxed); }
+
+  // relaxed: a sender is being copied, so the count is not 0 and cannot
+  // reach 0 meanwhile.
+  void add_sender() noexcept { senders_.fetch_add(1, std::memory_order_relaxed); }
+  // True for the last sender. acq_rel: the last sender's close_tx comes
+  // after every other sender's sends (their decrements release them).
+  bool drop_sender() noexcept { return senders_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+
+  // The senders' closed(): completes once no receiver is left; a woken wait
+  // checks again (a subscribe() in between makes it wait on).
+  volt::detail::ClosedWait closed_wait() noexcept {
+    return volt::detail::ClosedWait(&rx_gone_, &no_receivers, this);
+  }
 
   // acquire: pairs with the release RMWs that bumped the version (modify)
   // or set kClosed (close_tx).
@@ -229,13 +274,19 @@ class Shared {
     wakes.wake_all();
   }
 
+  static bool no_receivers(const void* shared) noexcept {
+    return static_cast<const Shared*>(shared)->receivers() == 0;
+  }
+
   volt::detail::RwSpinLock lock_;
   T value_;                              // guarded by lock_
   std::atomic<std::uint64_t> state_{0};  // version 0, open, nobody waiting
   volt::detail::SpinLock waiters_lock_;
   volt::detail::IntrusiveList<Waiter> waiters_;  // guarded by waiters_lock_
   std::atomic<std::size_t> receivers_{1};
-  std::atomic<std::size_t> refs_{2};  // the sender, the first receiver
+  std::atomic<std::size_t> senders_{1};
+  std::atomic<std::size_t> refs_{2};   // the first sender, the first receiver
+  volt::detail::ClosedEvent rx_gone_;  // senders waiting in closed()
 };
 
 }  // namespace detail
@@ -258,6 +309,8 @@ class [[nodiscard]] Ref {
  private:
   friend class Sender<T>;
   friend class Receiver<T>;
+  template <class, class>
+  friend class WaitFor;
   // Takes the read lock.
   explicit Ref(detail::Shared<T>* shared) noexcept : shared_(shared) {
     shared_->lock_.lock_shared();
@@ -312,6 +365,15 @@ class Receiver {
   // co_await gives Expected<void> (errc::closed: sender gone, nothing new).
   Changed changed() noexcept { return Changed(shared_, &seen_); }
 
+  // Waits until the value satisfies pred(const T&) -> bool, the current
+  // value included; co_await gives Expected<Ref<T>>: a read guard on the
+  // first value seen to satisfy it (marked seen), or errc::closed when every
+  // sender is gone and the last value does not. See the header contract.
+  template <class F>
+  WaitFor<T, F> wait_for(F pred) {
+    return WaitFor<T, F>(shared_, &seen_, std::move(pred));
+  }
+
   // The current version counts as unseen / seen.
   void mark_changed() noexcept {
     if (shared_) seen_ = (shared_->state() & Shared::kVersionMask) - Shared::kVersionOne;
@@ -324,6 +386,8 @@ class Receiver {
   friend class Sender<T>;
   template <class U>
   friend std::pair<Sender<U>, Receiver<U>> channel(U init);
+  template <class, class>
+  friend class WaitFor;
   Receiver(Shared* shared, std::uint64_t seen) noexcept : shared_(shared), seen_(seen) {}
   Shared* checked() const {
     if (!shared_) throw Error(errc::closed, "watch::Receiver: empty handle");
@@ -460,8 +524,18 @@ class Sender {
     }
     return *this;
   }
-  Sender(const Sender&) = delete;
-  Sender& operator=(const Sender&) = delete;
+  // Another sender of the same channel (the channel closes when the last
+  // one goes).
+  Sender(const Sender& other) noexcept : shared_(other.shared_) {
+    if (shared_) {
+      shared_->retain();
+      shared_->add_sender();
+    }
+  }
+  Sender& operator=(const Sender& other) noexcept {
+    if (this != &other) *this = Sender(other);
+    return *this;
+  }
   ~Sender() { reset(); }
 
   // Replaces the value and notifies the receivers; errc::closed, handing the
@@ -498,6 +572,16 @@ class Sender {
   // True when no receiver is left (send() would fail).
   bool is_closed() const noexcept { return receiver_count() == 0; }
 
+  // co_await completes (void) once no receiver is left, at once if none is
+  // (or this handle is empty). A woken wait checks again: a receiver
+  // subscribed in between makes it go on waiting (Tokio's). Any number of
+  // senders may wait; waiting allocates nothing; a destroyed wait is
+  // withdrawn. It must not outlive this Sender.
+  using Closed = volt::detail::ClosedWait;
+  Closed closed() noexcept {
+    return shared_ ? shared_->closed_wait() : Closed(nullptr, nullptr, nullptr);
+  }
+
  private:
   template <class U>
   friend std::pair<Sender<U>, Receiver<U>> channel(U init);
@@ -512,12 +596,159 @@ class Sender {
   }
   void reset() noexcept {
     if (Shared* shared = std::exchange(shared_, nullptr)) {
-      shared->close_tx();
+      if (shared->drop_sender()) shared->close_tx();
       shared->release();
     }
   }
 
   Shared* shared_ = nullptr;
+};
+
+// The wait_for() operation: co_await gives Expected<Ref<T>>.
+//
+// It looks at the value under the read lock: the first look evaluates the
+// current value whatever its version; later looks evaluate a version only if
+// it is newer than the one last looked at (each look marks the version
+// seen). Not satisfied, it waits as Changed does (a waiter registered for
+// the seen version, woken by the next send or by the close). The closed bit
+// is read before the value: a closed channel's value is final (the last
+// sender closes after its sends, and drop_sender orders the other senders'
+// sends before that), so "closed, and this value fails" is final too.
+template <class T, class F>
+class [[nodiscard]] WaitFor {
+  using Shared = detail::Shared<T>;
+
+ public:
+  // Only before it is awaited (e.g. moved into a timeout).
+  WaitFor(WaitFor&& other) noexcept(std::is_nothrow_move_constructible_v<F>)
+      : shared_(other.shared_), seen_(other.seen_), pred_(std::move(other.pred_)) {}
+  WaitFor(const WaitFor&) = delete;
+  WaitFor& operator=(const WaitFor&) = delete;
+  WaitFor& operator=(WaitFor&&) = delete;
+  // Cancellation: leave the list; a Ref already taken is released.
+  ~WaitFor() {
+    if (queued_) shared_->cancel(&waiter_);
+  }
+
+  bool await_ready() {
+    if (!shared_) return true;
+    if (settled()) return true;
+    // Awaited again after an interrupted wait: no new budget unit, and the
+    // registration is kept (await_suspend).
+    if (queued_) return poll_queued();
+    // The budget first: a task whose budget is spent yields and makes its
+    // first look from ready_check.
+    if (!volt::detail::coop_try_consume()) {
+      yielding_ = true;
+      return false;
+    }
+    return look();
+  }
+  bool await_suspend(std::coroutine_handle<> self) {
+    if (yielding_) {
+      yielding_ = false;
+      volt::detail::yield_current(self, &ready_check, this);
+      return true;
+    }
+    volt::detail::TaskHeader* task = volt::detail::suspend_current(self, &ready_check, this);
+    if (queued_) return true;  // linked from an interrupted await: same task's waker
+    return enqueue(task);
+  }
+  Expected<Ref<T>> await_resume() {
+    leave();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    if (found_) {
+      Ref<T> ref = std::move(*found_);
+      found_.reset();
+      return Expected<Ref<T>>(std::move(ref));
+    }
+    return Expected<Ref<T>>(errc::closed);  // empty handle, or closed unsatisfied
+  }
+
+ private:
+  friend class Receiver<T>;
+  WaitFor(Shared* shared, std::uint64_t* seen, F pred)
+      : shared_(shared), seen_(seen), pred_(std::move(pred)) {}
+
+  bool settled() const noexcept { return found_ || closed_ || error_; }
+
+  // Looks at the value (see the class comment). True if settled.
+  // noexcept: pred's exception is kept for await_resume.
+  bool look() noexcept {
+    // Before the value (see above). acquire: as Shared::state().
+    const bool closed = shared_->state() & Shared::kClosed;
+    Ref<T> ref(shared_);
+    const std::uint64_t version = shared_->version_locked();
+    if (!looked_ || version != *seen_) {
+      looked_ = true;
+      *seen_ = version;
+      try {
+        if (pred_(*ref)) {
+          found_.emplace(std::move(ref));
+          return true;
+        }
+      } catch (...) {
+        error_ = std::current_exception();  // the read lock goes with `ref`
+        return true;
+      }
+    }
+    closed_ = closed;
+    return closed_;
+  }
+  // Links the waiter with `task`'s waker for the seen version. True if the
+  // task must wait; otherwise a newer version or the close is there: look
+  // again (true from the look settles it).
+  bool enqueue(volt::detail::TaskHeader* task) noexcept {
+    for (;;) {
+      waiter_.waker = volt::detail::make_task_waker(task);
+      waiter_.woken.store(false, std::memory_order_relaxed);  // published by the lock
+      if (shared_->register_waiter(&waiter_, *seen_)) {
+        queued_ = true;
+        return true;
+      }
+      waiter_.waker.reset();
+      if (look()) return false;
+    }
+  }
+  // Queued: true if settled (and off the list).
+  bool poll_queued() noexcept {
+    // acquire: pairs with the drain's release store; it is done with us.
+    if (waiter_.woken.load(std::memory_order_acquire)) {
+      queued_ = false;
+      return look();
+    }
+    const std::uint64_t state = shared_->state();
+    if ((state & Shared::kVersionMask) == *seen_ && !(state & Shared::kClosed)) return false;
+    leave();  // something new before the drain reached us
+    return look();
+  }
+  void leave() noexcept {
+    if (!queued_) return;
+    queued_ = false;
+    shared_->cancel(&waiter_);
+  }
+  // The task's readiness check (runs when it is polled).
+  static bool ready_check(void* context) noexcept {
+    WaitFor& self = *static_cast<WaitFor*>(context);
+    if (self.queued_) {
+      if (self.poll_queued()) return true;
+      if (self.queued_) return false;  // still linked: wait for the drain
+    } else if (!self.looked_) {
+      if (self.look()) return true;  // the first look, after a budget yield
+    }
+    return !self.enqueue(volt::detail::tls_context.current_task);
+  }
+
+  Shared* shared_;
+  std::uint64_t* seen_;  // the Receiver's
+  F pred_;
+  detail::Waiter waiter_;
+  std::optional<Ref<T>> found_;  // the satisfying value, read-locked
+  std::exception_ptr error_;     // pred threw
+  bool looked_ = false;          // the first look is done
+  bool closed_ = false;          // closed, and the last value failed pred
+  bool queued_ = false;          // waiter_ linked, not yet seen unlinked
+  bool yielding_ = false;        // budget spent: the first look is in ready_check
 };
 
 // A new channel holding `init` (version 0, seen by the receiver).
