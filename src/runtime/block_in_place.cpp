@@ -9,20 +9,24 @@ namespace volt::detail {
 
 BlockInPlaceScope::BlockInPlaceScope() : saved_(tls_context), kept_worker_(tls_context.worker) {
   ThreadContext& ctx = tls_context;
-  if (ctx.scheduler) {
-    // A runtime thread: a worker (hand it off), the current-thread flavour's
-    // thread (throws), or a thread in block_on helping (nothing to hand off).
-    static_cast<RuntimeCore*>(ctx.scheduler)->hand_off_worker();
-    // nullptr if the worker went to another thread; still ours if the
-    // scheduler kept it here (shutting down, no thread to be had).
-    kept_worker_ = ctx.worker;
-    // The thread is a blocking one while fn runs (blocking-pool threads have
-    // the same context): spawn and Handle::current() see `entered`, and
-    // join/block_on, which refuse threads with a scheduler, are allowed.
-    ctx.entered = ctx.scheduler;
-    ctx.scheduler = nullptr;
-    ctx.worker = nullptr;
-  }
+  if (!ctx.scheduler) return;  // a plain or blocking-pool thread: fn just runs
+  // A runtime thread: a worker (hand it off), the current-thread flavour's
+  // thread (throws), or a thread in block_on helping (nothing to hand off).
+  static_cast<RuntimeCore*>(ctx.scheduler)->hand_off_worker();
+  // nullptr if the worker went to another thread (or there was none, on a
+  // helper); still ours if the scheduler kept it here (shutting down).
+  kept_worker_ = ctx.worker;
+  // Kept: fn is an ordinary long poll of this worker, in its context
+  // (blocking inside it is refused, as it must be: no other thread runs this
+  // worker's queue, and a shutdown from inside it must see its own worker).
+  if (kept_worker_) return;
+  // Otherwise the thread is a blocking one while fn runs (blocking-pool
+  // threads have the same context): spawn and Handle::current() see
+  // `entered`, and join/block_on, which refuse threads with a scheduler, are
+  // allowed.
+  ctx.entered = ctx.scheduler;
+  ctx.scheduler = nullptr;
+  ctx.worker = nullptr;
 }
 
 BlockInPlaceScope::~BlockInPlaceScope() {

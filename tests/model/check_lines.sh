@@ -20,7 +20,8 @@
 # the comment, the second draws a warning).
 #
 # Fails (exit 1) when a model has no mapping block or an empty one, when a
-# named file or line does not exist, or when a line no longer holds its code.
+# named file or line does not exist, when a line no longer holds its code, or
+# when two steps name the same line.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -77,6 +78,16 @@ for model in "$@"; do
   fi
   checked=0
   failed=0
+  # Two steps on one line: a renumbering that left a step behind on a line
+  # whose text happens to contain its quote (it happened: a step stayed on a
+  # neighbouring call to the same function).
+  duplicates="$(printf '%s\n' "$entries" | awk -F'\t' '{ print $2 ":" $3 }' | sort | uniq -d)"
+  if [ -n "$duplicates" ]; then
+    for loc in $duplicates; do
+      echo "$name: two steps are mapped to $loc" >&2
+      failed=$((failed + 1))
+    done
+  fi
   while IFS=$'\t' read -r step path num code; do
     checked=$((checked + 1))
     code="$(trim "$code")"

@@ -118,10 +118,10 @@
  * step of the protocol still runs in one sequence per worker.
  *
  * Step-to-line mapping:
- *   push_inject          src/runtime/scheduler/multi_thread.cpp:129  if (!inject_.push(task)) {
- *   remote_notify        src/runtime/scheduler/multi_thread.cpp:133  notify_parked();
- *   notify_to_notify     src/runtime/scheduler/multi_thread.cpp:139  if (auto index = idle_.worker_to_notify()) {
- *   notify_unpark        src/runtime/scheduler/multi_thread.cpp:140  workers_[*index]->parker().unpark(driver_);
+ *   push_inject          src/runtime/scheduler/multi_thread.cpp:134  if (!inject_.push(task)) {
+ *   remote_notify        src/runtime/scheduler/multi_thread.cpp:138  notify_parked();
+ *   notify_to_notify     src/runtime/scheduler/multi_thread.cpp:144  if (auto index = idle_.worker_to_notify()) {
+ *   notify_unpark        src/runtime/scheduler/multi_thread.cpp:145  workers_[*index]->parker().unpark(driver_);
  *   should_notify        src/runtime/scheduler/idle_set.cpp:19  if (!should_notify(state_.load(std::memory_order_relaxed))) return std::nullopt;
  *   should_notify_lock   src/runtime/scheduler/idle_set.cpp:23  if (!should_notify(state_.load(std::memory_order_seq_cst))) return std::nullopt;
  *   claim_count          src/runtime/scheduler/idle_set.cpp:30  state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
@@ -155,17 +155,17 @@
  *   poll_share           src/runtime/scheduler/worker.cpp:187  if (queue_.len() > 1) scheduler_.notify_parked();
  *   poll_hand_off        src/runtime/scheduler/worker.cpp:188  if (hand_off) scheduler_.hand_off_driver(index_);
  *   park_to_parked       src/runtime/scheduler/worker.cpp:194  if (idle.transition_to_parked(index_, is_searching_) && scheduler_.has_pending_work()) {
- *   park_recheck_notify  src/runtime/scheduler/worker.cpp:187  scheduler_.notify_parked();
+ *   park_recheck_notify  src/runtime/scheduler/worker.cpp:197  scheduler_.notify_parked();
  *   park_parker          src/runtime/scheduler/worker.cpp:205  hand_off = parker_.park(scheduler_.driver());
  *   park_claimed         src/runtime/scheduler/worker.cpp:207  if (!idle.is_parked(index_)) {
  *   park_own_work        src/runtime/scheduler/worker.cpp:213  if (queue_.len() > 0 || lifo_ || !scheduler_.inject().is_empty()) {
  *   park_unpark_self     src/runtime/scheduler/worker.cpp:214  is_searching_ = !idle.unpark_self(index_);
  *   park_share           src/runtime/scheduler/worker.cpp:219  if (queue_.len() > 1 && !scheduler_.is_shutting_down()) scheduler_.notify_parked();
  *   park_hand_off        src/runtime/scheduler/worker.cpp:226  if (hand_off) scheduler_.hand_off_driver(index_);
- *   hand_off_is_parked   src/runtime/scheduler/multi_thread.cpp:161  if (idle_.is_parked(index)) {
- *   hand_off_unpark      src/runtime/scheduler/multi_thread.cpp:162  workers_[index]->parker().unpark(driver());
- *   pending_inject       src/runtime/scheduler/multi_thread.cpp:169  if (!inject_.is_empty()) return true;
- *   pending_stealable    src/runtime/scheduler/multi_thread.cpp:171  if (worker->queue().has_stealable()) return true;
+ *   hand_off_is_parked   src/runtime/scheduler/multi_thread.cpp:166  if (idle_.is_parked(index)) {
+ *   hand_off_unpark      src/runtime/scheduler/multi_thread.cpp:167  workers_[index]->parker().unpark(driver());
+ *   pending_inject       src/runtime/scheduler/multi_thread.cpp:174  if (!inject_.is_empty()) return true;
+ *   pending_stealable    src/runtime/scheduler/multi_thread.cpp:176  if (worker->queue().has_stealable()) return true;
  *   parker_acquire       src/runtime/scheduler/parker.cpp:22  if (driver.try_acquire()) {
  *   parker_on_driver     src/runtime/scheduler/parker.cpp:23  park_on_driver(driver);
  *   parker_release       src/runtime/scheduler/parker.cpp:24  return driver.release();

@@ -177,7 +177,13 @@ class Shared {
     rx_waker_ = std::move(waker);
     s = state_.load(std::memory_order_relaxed);
     do {
-      if (s & (kValueSet | kTxClosed | kRxClosed)) return false;
+      if (s & (kValueSet | kTxClosed | kRxClosed)) {
+        // Never published (kRxWaker unset): the sender never reads the slot,
+        // so drop the waker here, or it would hold the task (and its
+        // scheduler) until the state is freed.
+        rx_waker_ = volt::detail::Waker();
+        return false;
+      }
       // release: the sender's acquire RMW sees the waker we just wrote.
     } while (!state_.compare_exchange_weak(s, s | kRxWaker, std::memory_order_release,
                                            std::memory_order_relaxed));
@@ -216,7 +222,10 @@ class Shared {
     tx_waker_ = std::move(waker);
     s = state_.load(std::memory_order_relaxed);
     do {
-      if (s & kRxClosed) return false;
+      if (s & kRxClosed) {
+        tx_waker_ = volt::detail::Waker();  // never published: as in register_waker
+        return false;
+      }
       // release: close_rx's acquire RMW sees the waker we just wrote.
     } while (!state_.compare_exchange_weak(s, s | kTxWaker, std::memory_order_release,
                                            std::memory_order_relaxed));

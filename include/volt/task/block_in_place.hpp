@@ -25,18 +25,21 @@
 //    `volt::block_in_place([&] { return h.block_on(fetch()); })`).
 //  - Anywhere else that is not a worker (a plain thread, a blocking-pool
 //    function, a thread in block_on helping the runtime, a call nested in
-//    another block_in_place, a runtime shutting down), fn just runs.
+//    another block_in_place), fn just runs. On a worker of a runtime that is
+//    shutting down, fn runs as an ordinary long poll (no hand-off; blocking
+//    inside it is refused with errc::blocking_in_runtime).
 //  - The runtime's shutdown waits for a thread still inside fn (or still
 //    finishing the task's poll) as for a worker inside a long poll: at most
 //    the shutdown bound (Runtime::shutdown_timeout), then it finishes in the
-//    background.
-//  - If the fresh thread cannot be made (the system refuses), fn runs on the
-//    worker without the hand-off, as an ordinary long poll would.
+//    background. A thread that handed off is detached: nothing of it stays
+//    once it has ended.
 //
 // Bad input:
 //  - On the current-thread runtime (the one thread runs every task, so
 //    blocking it stops them all; Tokio panics): throws
 //    volt::Error(errc::blocking_in_runtime) without calling fn.
+//  - If the fresh thread cannot be made (the system refuses: EAGAIN), throws
+//    that std::system_error without calling fn (Tokio panics).
 #pragma once
 
 #include <functional>

@@ -22,9 +22,6 @@ MultiThreadScheduler::~MultiThreadScheduler() {
   for (auto& worker : workers_) {
     if (worker->thread().joinable()) worker->thread().detach();
   }
-  for (std::thread& thread : retired_threads_) {
-    if (thread.joinable()) thread.detach();
-  }
 }
 
 void MultiThreadScheduler::start() {
@@ -61,6 +58,12 @@ void MultiThreadScheduler::retired_thread_exited() noexcept {
   exit_cv_.notify_all();
 }
 
+namespace {
+// The scheduler whose worker this thread handed off (block_in_place), if
+// any: the thread is then one of its retired threads until it ends.
+thread_local const MultiThreadScheduler* tls_retired_from = nullptr;
+}  // namespace
+
 void MultiThreadScheduler::hand_off_worker() {
   ThreadContext& ctx = tls_context;
   if (ctx.scheduler != this || !ctx.worker) return;  // a helper thread: no worker to pass on
@@ -68,20 +71,22 @@ void MultiThreadScheduler::hand_off_worker() {
   {
     std::lock_guard lock(exit_mutex_);
     if (shutdown_done_) return;  // the loop ends after this poll anyway
-    std::thread next;
-    try {
-      next = make_worker_thread(worker, worker->index());
-    } catch (const std::system_error&) {
-      return;  // no thread to be had: fn runs on the worker, a long poll
-    }
+    // May throw std::system_error (no thread to be had): nothing changed.
+    std::thread next = make_worker_thread(worker, worker->index());
     // From here the new thread owns the worker's loop state (the LIFO slot,
     // tick, searching flag...): this thread touches none of it again.
     // std::thread's start synchronizes-with the new thread's first step, so
     // it sees every write this thread made to that state before.
-    retired_threads_.push_back(std::move(worker->thread()));
+    // This thread is detached, not kept for a join: a server calling
+    // block_in_place per request would otherwise keep every ended thread's
+    // stack mapped until shutdown. Shutdown waits for it through
+    // retired_live_ (its lambda holds the core, so nothing it uses goes
+    // first), as for a worker stuck in a poll.
+    worker->thread().detach();
     worker->thread() = std::move(next);
     ++retired_live_;
   }
+  tls_retired_from = this;
   ctx.worker = nullptr;  // what Worker::run checks after the poll
 }
 
@@ -257,10 +262,7 @@ void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
   // Threads that handed their worker off (block_in_place) and have not ended:
   // waited for like workers, except this one if it is one of them (shut down
   // from inside block_in_place's fn or the rest of that poll).
-  std::uint32_t retired_self = 0;
-  for (const std::thread& thread : retired_threads_) {  // no hand-off after shutdown_done_
-    if (thread.get_id() == std::this_thread::get_id()) retired_self = 1;
-  }
+  const std::uint32_t retired_self = tls_retired_from == this ? 1 : 0;
   bool all_exited;
   {
     std::unique_lock lock(exit_mutex_);
@@ -272,13 +274,8 @@ void MultiThreadScheduler::shutdown(std::chrono::nanoseconds timeout) noexcept {
       all_exited = exit_cv_.wait_until(lock, deadline, exited);
     }
   }
-  std::vector<std::thread*> threads;
-  for (auto& worker : workers_)
-    threads.push_back(&worker->thread());
-  for (std::thread& thread : retired_threads_)
-    threads.push_back(&thread);
-  for (std::thread* thread_pointer : threads) {
-    std::thread& thread = *thread_pointer;
+  for (auto& worker : workers_) {
+    std::thread& thread = worker->thread();
     if (!thread.joinable()) continue;
     if (thread.get_id() == std::this_thread::get_id()) {
       thread.detach();  // shut down from inside a task: we cannot join ourselves

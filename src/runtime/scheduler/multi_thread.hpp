@@ -87,8 +87,9 @@ class MultiThreadScheduler final : public RuntimeCore {
   // RuntimeCore: block_in_place. On a worker thread (inside a poll), starts a
   // fresh thread that continues the worker's loop, and clears
   // tls_context.worker: the calling thread is no longer the worker, and leaves
-  // the loop once the poll returns (Worker::run). Elsewhere, or if shut down
-  // or the thread cannot be made: nothing (fn runs in place).
+  // the loop once the poll returns (Worker::run). Elsewhere, or if shutting
+  // down: nothing (fn runs in place). Throws std::system_error if the thread
+  // cannot be made, having changed nothing.
   void hand_off_worker() override;
 
  private:
@@ -124,13 +125,12 @@ class MultiThreadScheduler final : public RuntimeCore {
   std::condition_variable exit_cv_;
   std::uint32_t workers_exited_ = 0;  // guarded by exit_mutex_
   bool shutdown_done_ = false;        // guarded by exit_mutex_
-  // block_in_place: each Worker's thread() is the thread running its loop now.
-  // A thread that handed its worker off moves here (guarded by exit_mutex_,
-  // as is every worker's thread() while a hand-off can happen: hand-offs stop
-  // once shutdown_done_ is set, so shutdown() then reads them unlocked), and
-  // counts in retired_live_ until it ends; shutdown waits for those too.
-  std::vector<std::thread> retired_threads_;
-  std::uint32_t retired_live_ = 0;
+  // block_in_place: each Worker's thread() is the thread running its loop now
+  // (guarded by exit_mutex_ while a hand-off can happen: hand-offs stop once
+  // shutdown_done_ is set, so shutdown() then reads them unlocked). A thread
+  // that handed its worker off is detached and counts in retired_live_ until
+  // it ends; shutdown waits for those too.
+  std::uint32_t retired_live_ = 0;  // guarded by exit_mutex_
 };
 
 }  // namespace volt::detail
