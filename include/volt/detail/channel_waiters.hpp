@@ -60,6 +60,28 @@
 // re-queues at the front releasing it (enqueue with regrant: its push found
 // the slot still being read); one destroyed while holding a grant passes it
 // to the next waiter (cancel / drop_grant).
+//
+// Reservations (gated side only: mpmc's Sender::reserve, Permit). A permit
+// holds a slot without claiming a ring position (a claimed position must be
+// published promptly, or every receive behind it stalls). `reserved_` counts
+// the slots permits hold, and the gate stays set while it is non-zero (as
+// while a grant is outstanding), so no ungranted push claims while a permit
+// is held: the try_send / try_recv fast path is untouched while no permit is
+// held (the gate bit is clear, as before). While the gate is set every claim
+// is one of: (a) a granted push or the oldest registrant's re-check, made
+// under lock_ after checking that the ring has room for it plus every
+// reserved slot (Channel::room_for), (b) a reservation, made under lock_
+// after the same check, or (c) a permit's own send, lock-free, which uses
+// the slot its reservation counted and ends the reservation (under lock_)
+// only after its claim, so a check in between counts that slot twice (the
+// safe side). An ungranted push that loaded the tail word before the gate
+// was set fails its CAS (the gate's fetch_or changed the word). Hence, with
+// head the receives' claim index: tail - head + reserved <= capacity at
+// every point, and a permit's send always finds its slot free, or claimed by
+// a receive still reading it (a few instructions from done: it spins).
+// A reservation given back unused (release_reserved) wakes up to that many
+// waiting senders with grants; one used (reserved_used) frees no room and
+// wakes nobody.
 #pragma once
 
 #include <atomic>
@@ -137,6 +159,35 @@ class ChannelWaiters {
   // Wakes every waiter (close()).
   void wake_all() noexcept;
 
+  // Gated only. Runs `attempt(context)` under the lock with the gate set
+  // (so no ungranted push can claim meanwhile), if the caller would be the
+  // oldest (nobody queued, no grant outstanding) or the channel is closed:
+  // a first attempt that must not barge and must be atomic with the gate
+  // (try_reserve). True if the attempt completed the operation.
+  bool try_as_oldest(bool (*attempt)(void*), void* context) noexcept;
+  // Gated only: a woken operation's retry with its grant, made under the
+  // lock (so it is ordered against every reservation); on success (true) the
+  // grant ends (as grant_done). On false the caller still holds the grant
+  // and re-queues with regrant, or drops it.
+  bool retry_granted(bool (*attempt)(void*), void* context) noexcept;
+  // Gated only. The number of reserved slots: exact under the lock (the
+  // re-checks and attempts above run there), a snapshot elsewhere.
+  std::uint64_t reserved() const noexcept {
+    // relaxed: written only under lock_; readers under lock_ are ordered by
+    // it, others (capacity()) want a snapshot.
+    return reserved_.load(std::memory_order_relaxed);
+  }
+  // Gated, lock held (inside an attempt or re-check): n more reserved.
+  void add_reserved_locked(std::uint64_t n) noexcept {
+    reserved_.store(reserved_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  // Gated only: n reserved slots given back unused (a dropped permit): wakes
+  // up to n of the oldest waiters, each with a grant.
+  void release_reserved(std::uint64_t n) noexcept;
+  // Gated only: a permit's send claimed its ring position: one reservation
+  // ends (no room is freed, nobody is woken).
+  void reserved_used() noexcept;
+
  private:
   void wake_one_slow() noexcept;
   // lock_ held: clears waiting_ if nobody is queued, and the gate bit if
@@ -157,6 +208,8 @@ class ChannelWaiters {
   std::uint64_t gate_bit_ = 0;
   std::uint64_t closed_bit_ = 0;
   std::uint32_t granted_ = 0;
+  // Gated only: slots held by permits (see the top). Written under lock_.
+  std::atomic<std::uint64_t> reserved_{0};
 };
 
 }  // namespace volt::detail
