@@ -244,6 +244,27 @@ class Channel {
     return SendResult<T>();
   }
 
+  // try_send's second look when its push met the gate while slots are
+  // reserved (the gate is then set for the permits, not necessarily for
+  // waiting senders): a granted push under the senders' lock, which counts
+  // the reserved slots, if no sender waits (no barging). So a held permit
+  // costs try_send the lock, not its room.
+  RingResult try_push_past_permits(T& value) noexcept {
+    struct Attempt {
+      Channel* channel;
+      T* value;
+      RingResult result = RingResult::kNotNow;
+      static bool run(void* self) {
+        auto& a = *static_cast<Attempt*>(self);
+        a.result = a.channel->template try_push<true>(*a.value);
+        return a.result != RingResult::kNotNow;
+      }
+    } attempt{this, &value};
+    send_waiters_.try_as_oldest(&Attempt::run, &attempt);
+    return attempt.result;
+  }
+  bool has_reserved() const noexcept { return send_waiters_.reserved() != 0; }
+
   // try_reserve's attempt: without barging past waiting senders (the gate
   // set meanwhile, see ChannelWaiters::try_as_oldest).
   RingResult try_reserve(std::uint64_t n) noexcept {
@@ -268,8 +289,7 @@ class Channel {
     // seq_cst: after R1 / the gate's fetch_or (as the push's re-check).
     const std::uint64_t word = tail_.load(std::memory_order_seq_cst);
     if (word & mark_bit_) return RingResult::kClosed;
-    if (!room_for(word & ~send_gate_bit_, send_waiters_.reserved() + n))
-      return RingResult::kNotNow;
+    if (!room_for(word & ~send_gate_bit_, send_waiters_.reserved() + n)) return RingResult::kNotNow;
     send_waiters_.add_reserved_locked(n);
     return RingResult::kDone;
   }
@@ -287,8 +307,7 @@ class Channel {
     if (k > capacity_) return false;
     const std::uint64_t p = position(tail) + (k - 1);
     const std::uint64_t stamp_free = (p / capacity_) * one_lap_ + p % capacity_;
-    const std::uint64_t stamp =
-        slots_[p % capacity_].stamp.load(std::memory_order_seq_cst);
+    const std::uint64_t stamp = slots_[p % capacity_].stamp.load(std::memory_order_seq_cst);
     if (stamp == stamp_free) return true;
     if (stamp + one_lap_ != stamp_free + 1) return false;
     // The previous lap's value, unless a receive has claimed it. relaxed: a
@@ -654,7 +673,13 @@ class Sender {
   // the value handed back.
   SendResult<T> try_send(T value) {
     if (!channel_) return SendResult<T>(errc::closed, std::move(value));
-    switch (const detail::RingResult pushed = channel_->try_push(value)) {
+    detail::RingResult pushed = channel_->try_push(value);
+    // Full, or the gate is set: with slots reserved (a relaxed snapshot; a
+    // permit just given back may make this one try_send report full, as a
+    // sender registering does), look again under the lock.
+    if (pushed == detail::RingResult::kNotNow && channel_->has_reserved())
+      pushed = channel_->try_push_past_permits(value);
+    switch (pushed) {
       case detail::RingResult::kDone:
       case detail::RingResult::kDoneClosing:
         channel_->wake_receivers(pushed);
@@ -886,7 +911,7 @@ class Sender {
     }
 
    private:
-    Send send_;                // destroyed after timeout_ (declared first)
+    Send send_;               // destroyed after timeout_ (declared first)
     Timeout<Send&> timeout_;  // holds send_ by reference
   };
   template <class Rep, class Period>
