@@ -97,13 +97,6 @@ void ChannelWaiters::wake_one_slow() noexcept {
   waker.wake();
 }
 
-void ChannelWaiters::grant_done() noexcept {
-  lock_.lock();
-  --granted_;
-  clear_flag_if_empty();
-  lock_.unlock();
-}
-
 void ChannelWaiters::drop_grant() noexcept {
   lock_.lock();
   --granted_;
@@ -221,13 +214,6 @@ void ChannelWaiters::release_reserved(std::uint64_t n) noexcept {
   clear_flag_if_empty();
   lock_.unlock();
   wakes.wake_all();
-}
-
-void ChannelWaiters::reserved_used() noexcept {
-  lock_.lock();
-  reserved_.store(reserved_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-  clear_flag_if_empty();
-  lock_.unlock();
 }
 
 void ChannelWaiters::clear_flag_if_empty() noexcept {

@@ -10,7 +10,7 @@
  *                                        (attempt, enqueue, retry_if_notified)
  *   include/volt/detail/channel_waiters.hpp, src/channel/channel_waiters.cpp
  *                                        wake_one, enqueue, cancel,
- *                                        grant_done, drop_grant, wake_all
+ *                                        retry_granted, drop_grant, wake_all
  *
  * Property: no lost wake-up, i.e. no deadlock. Producer p sends NV values;
  * consumers take QUOTA values each, the quotas adding up to what is sent. A
@@ -165,6 +165,13 @@ byte sent_total = 0;
 bit closed = 0;
 bit gate = 0;        /* the senders' gate: a bit of the tail word */
 byte grants = 0;     /* woken senders holding a grant (under lk[SEND]) */
+#ifdef PERMIT
+byte reserved = 0;   /* slots held by permits (under lk[SEND]) */
+byte drops = PERMIT; /* permits the permit user may drop unused */
+#define RESERVED reserved
+#else
+#define RESERVED 0
+#endif
 
 /* per side: the Dekker flag, the fast slot, the lock, the FIFO list */
 bit flag[2];
@@ -227,7 +234,7 @@ inline clear_if_empty(q) {
 #else
      flag[q] = 0;
 #endif
-     if :: q == SEND && grants == 0 -> gate = 0 :: else -> skip fi
+     if :: q == SEND && grants == 0 && RESERVED == 0 -> gate = 0 :: else -> skip fi
   :: else -> skip
   fi
 }
@@ -276,6 +283,30 @@ inline wake_one(q, seen) {
   w = 0; k = 0
 }
 
+#ifdef PERMIT
+/* Channel::room_for: k more values fit from position tt on: the position
+ * k - 1 past it was freed by the previous lap's receive, or is claimed by a
+ * receive still reading it. */
+inline room_for(tt, kk) {
+  p = tt + kk - 1;
+  s = stamp[p % CAP];
+  room = (kk <= CAP) && (s == 2 * p || (p >= CAP && s == 2 * (p - CAP) + 1 && head + CAP > p));
+  p = 0; s = 0
+}
+
+/* Channel::reserve_locked, under lk[SEND]. */
+inline reserve_locked(res) {
+  atomic { t = tail; c = closed };
+  if
+  :: c -> res = CLOSED
+  :: else ->
+     room_for(t, reserved + 1);
+     if :: room -> reserved++; res = DONE :: else -> res = NOTNOW fi
+  fi;
+  t = 0; c = 0; room = 0
+}
+#endif
+
 /* Channel::try_push. `pre` = the receivers' flag as read before the
  * publishing store (RELAXED_DEKKER only). The closed mark is a bit of the
  * tail word: (tail, closed) are read and CASed together. DONE_CLOSING: the
@@ -291,6 +322,15 @@ inline try_push(res, granted) {
 #endif
      :: else -> skip
      fi;
+#ifdef PERMIT
+     /* a granted push (under the lock) leaves room for the reserved slots */
+     if
+     :: granted && reserved != 0 ->
+        room_for(t, reserved + 1);
+        if :: !room -> break :: else -> skip fi
+     :: else -> skip
+     fi;
+#endif
      s = stamp[t % CAP];
      if
      :: s == 2 * t ->
@@ -298,7 +338,8 @@ inline try_push(res, granted) {
           if
           :: tail == t && !closed && gate == g -> tail = t + 1; claimed = 1;
              /* no barging: an ungranted claim only when no sender waits */
-             assert(granted || (qlen[SEND] == 0 && fast[SEND] == 0 && grants == 0))
+             assert(granted || (qlen[SEND] == 0 && fast[SEND] == 0 && grants == 0 &&
+                                RESERVED == 0))
           :: else -> claimed = 0
           fi
         };
@@ -395,12 +436,6 @@ inline wake_receivers(res, seen) {
 #define SEEN(q) flag[q]
 #endif
 
-/* ChannelWaiters::grant_done: a woken sender's granted push succeeded or
- * found the channel closed. */
-inline grant_done() {
-  lock(SEND); grants--; clear_if_empty(SEND); unlock(SEND)
-}
-
 /* ChannelWaiters::drop_grant: a woken sender gives its grant up unused. */
 inline drop_grant() {
   lock(SEND);
@@ -413,7 +448,7 @@ inline drop_grant() {
 }
 
 /* ChannelWaiters::enqueue with the operation's attempt as the re-check. */
-inline enqueue(q, me, queued, regrant) {
+inline enqueue(q, me, queued, regrant, rsv) {
   lock(q);
   if :: regrant -> grants-- :: else -> skip fi;
   flag[q] = 1;                                     /* R1 */
@@ -427,7 +462,14 @@ inline enqueue(q, me, queued, regrant) {
 #endif
      if
      :: regrant || c || (grants == 0 && qlen[q] == 0 && fast[q] == 0) ->
+#ifdef PERMIT
+        if
+        :: rsv -> reserve_locked(res)              /* a reserve's re-check */
+        :: else -> try_push(res, 1)
+        fi
+#else
         try_push(res, 1)                           /* the oldest: granted re-check */
+#endif
      :: else -> skip
      fi
   fi;
@@ -504,17 +546,24 @@ inline cancel(q, me) {
 proctype producer(byte me) {
   byte sent = 0, res, t, h, s, w, k;
   bit claimed, pre, queued, woken, c, g, regrant;
+#ifdef PERMIT
+  byte p;
+  bit room;
+#endif
   do
   :: sent == NV -> break
   :: else ->
      if
-     :: woken -> try_push(res, 1)
+     :: woken ->                                   /* retry_granted: under the lock, */
+        lock(SEND);                                /* ending the grant if it completes */
+        try_push(res, 1);
+        if :: res != NOTNOW -> grants--; clear_if_empty(SEND) :: else -> skip fi;
+        unlock(SEND)
      :: else -> try_push(res, 0)
      fi;
      if
      :: res == DONE || res == DONE_CLOSING ->
-        wake_receivers(res, SEEN(RECV));           /* in attempt() */
-        if :: woken -> grant_done() :: else -> skip fi;
+        wake_receivers(res, SEEN(RECV));           /* in attempt(), or after the lock */
 #ifndef NO_PASS_ON
         if
         :: woken ->                                /* pass_on_after_woken_send */
@@ -525,16 +574,14 @@ proctype producer(byte me) {
         fi;
 #endif
         woken = 0; sent++; atomic { sent_total++ }
-     :: res == CLOSED ->
-        if :: woken -> grant_done() :: else -> skip fi;
-        break
+     :: res == CLOSED -> break
      :: res == NOTNOW ->
         regrant = woken; woken = 0;
         if
         :: regrant && cancels > 0 ->               /* destroyed holding the grant */
            atomic { cancels-- }; drop_grant(); regrant = 0
         :: true ->
-           enqueue(SEND, me, queued, regrant); regrant = 0;
+           enqueue(SEND, me, queued, regrant, 0); regrant = 0;
            if
            :: !queued && res == CLOSED -> break
            :: !queued && res != CLOSED ->
@@ -551,11 +598,130 @@ proctype producer(byte me) {
   od
 }
 
+#ifdef PERMIT
+/* ChannelWaiters::release_reserved(1): a permit given back unused; the
+ * slot goes to the oldest waiter, with a grant. */
+inline release_reserved() {
+  lock(SEND);
+  reserved--;
+  pop_oldest(SEND);
+  if :: w != 0 -> grants++; state[w] = NOTIFIED :: else -> skip fi;
+  clear_if_empty(SEND);
+  unlock(SEND);
+  w = 0; k = 0
+}
+
+/* Channel::push_reserved: the permit's claim, lock-free, past the gate. The
+ * reservation guarantees the slot at the tail is free, or being read by a
+ * receive that has claimed it (then it spins: retries): asserted. */
+inline push_reserved(res) {
+  res = NOTNOW;
+  do
+  :: atomic { t = tail; c = closed };
+     if
+     :: c -> res = CLOSED; break
+     :: else -> skip
+     fi;
+     s = stamp[t % CAP];
+     if
+     :: s == 2 * t ->
+        atomic {
+          if
+          :: tail == t && !closed -> tail = t + 1; claimed = 1
+          :: else -> claimed = 0
+          fi
+        };
+        if
+        :: claimed ->
+           stamp[t % CAP] = 2 * t + 1;             /* publish: C1 */
+           res = DONE; claimed = 0;
+           if :: closed -> res = DONE_CLOSING :: else -> skip fi;
+           break
+        :: else -> skip
+        fi
+     :: s != 2 * t ->
+        /* stale tail, or a receive still reading the slot; never a full ring */
+        assert(tail != t || (t >= CAP && s == 2 * (t - CAP) + 1 && head + CAP > t))
+     fi
+  od;
+  t = 0; s = 0; c = 0
+}
+
+/* The permit user (-DPERMIT=n, in place of producer 1): each value goes
+ * through reserve() (a first attempt as the oldest, try_as_oldest; else
+ * queued with the senders, re-checking with reserve_locked, retrying under
+ * the lock when woken, re-queued at the front without room) and then
+ * permit.send (push_reserved, then the reservation ends under the lock).
+ * Up to n permits are dropped unused instead (release_reserved), the value
+ * then going through the next reserve. */
+proctype permit_user(byte me) {
+  byte sent = 0, res, t, h, s, w, k, p;
+  bit claimed, pre, queued, woken, c, g, regrant, room;
+  do
+  :: sent == NV -> break
+  :: else ->
+     regrant = 0;
+     lock(SEND);                                   /* try_as_oldest */
+     atomic { gate = 1; c = closed };
+     res = NOTNOW;
+     if
+     :: c || (grants == 0 && qlen[SEND] == 0 && fast[SEND] == 0) -> reserve_locked(res)
+     :: else -> skip
+     fi;
+     clear_if_empty(SEND);
+     unlock(SEND);
+     do
+     :: res != NOTNOW -> break
+     :: else ->
+        enqueue(SEND, me, queued, regrant, 1); regrant = 0;
+        if
+        :: !queued -> skip                         /* the re-check completed it */
+        :: queued ->
+           (state[me] == NOTIFIED); state[me] = IDLE;
+           lock(SEND);                             /* retry_granted */
+           reserve_locked(res);
+           if :: res != NOTNOW -> grants--; clear_if_empty(SEND) :: else -> regrant = 1 fi;
+           unlock(SEND);
+#ifndef NO_PASS_ON
+           if
+           :: res == DONE ->                       /* pass_on_after_woken_send */
+              atomic { t = tail; c = closed }; s = stamp[t % CAP];
+              if :: !c && s == 2 * t -> wake_one(SEND, flag[SEND]) :: else -> skip fi;
+              t = 0; s = 0; c = 0
+           :: else -> skip
+           fi
+#endif
+        fi
+     od;
+     if
+     :: res == CLOSED -> break
+     :: else -> skip
+     fi;
+     if
+     :: drops > 0 -> drops--; release_reserved()   /* dropped unused */
+     :: true ->
+        push_reserved(res);
+        if
+        :: res == CLOSED -> release_reserved(); break
+        :: else ->
+           release_reserved();                     /* the reservation ends, waking */
+           wake_receivers(res, SEEN(RECV));
+           sent++; atomic { sent_total++ }
+        fi
+     fi
+  od
+}
+#endif
+
 /* Consumer `me`: QUOTA values, or (CLOSE) until the channel is closed and
  * drained. */
 proctype consumer(byte me) {
   byte got = 0, res, t, h, s, w, k;
   bit claimed, pre, queued, woken, c, g;
+#ifdef PERMIT
+  byte p;
+  bit room;
+#endif
   do
 #ifndef CLOSE
   :: got == QUOTA -> break
@@ -577,7 +743,7 @@ proctype consumer(byte me) {
         woken = 0; got++; atomic { received++ }
      :: res == CLOSED -> break
      :: res == NOTNOW ->
-        enqueue(RECV, me, queued, 0);
+        enqueue(RECV, me, queued, 0, 0);
         if
         :: !queued && res == CLOSED -> break
         :: !queued && res == DONE ->
@@ -624,6 +790,9 @@ init {
     :: else -> break
     od;
     i = 1;
+#ifdef PERMIT
+    run permit_user(i); i++;
+#endif
     do
     :: i <= NP -> run producer(i); i++
     :: else -> break

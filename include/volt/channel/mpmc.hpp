@@ -238,8 +238,10 @@ class Channel {
       send_waiters_.release_reserved(1);
       return SendResult<T>(errc::closed, std::move(value));
     }
-    // After the claim (the reservation counted until the slot is taken).
-    send_waiters_.reserved_used();
+    // After the claim (the reservation counted until the slot is taken);
+    // wakes the oldest waiting sender, which a check made meanwhile may
+    // have sent back to the queue (channel_waiters.hpp, "Reservations").
+    send_waiters_.release_reserved(1);
     wake_receivers(pushed);
     return SendResult<T>();
   }

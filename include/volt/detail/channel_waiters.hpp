@@ -54,12 +54,14 @@
 // holder runs). That slot is not lost: the holder, once it pushed, passes a
 // wake-up on if there is room (pass_on_after_woken_send); a sender that
 // queued while the grant was outstanding had raised `waiting_` under the
-// lock before the holder's grant_done, so that pass-on sees it; one that
+// lock before the holder's grant ended, so that pass-on sees it; one that
 // comes later finds no grant and is the oldest, so it re-checks. A
-// woken sender ends its grant with grant_done() (pushed, or closed), or
+// woken sender retries with its grant under the lock (retry_granted, which
+// ends the grant if the push completed or found the channel closed; under
+// the lock so that it is ordered against reservations, below), or
 // re-queues at the front releasing it (enqueue with regrant: its push found
-// the slot still being read); one destroyed while holding a grant passes it
-// to the next waiter (cancel / drop_grant).
+// no room, e.g. the slot still being read); one destroyed while holding a
+// grant passes it to the next waiter (cancel / drop_grant).
 //
 // Reservations (gated side only: mpmc's Sender::reserve, Permit). A permit
 // holds a slot without claiming a ring position (a claimed position must be
@@ -80,8 +82,14 @@
 // every point, and a permit's send always finds its slot free, or claimed by
 // a receive still reading it (a few instructions from done: it spins).
 // A reservation given back unused (release_reserved) wakes up to that many
-// waiting senders with grants; one used (reserved_used) frees no room and
-// wakes nobody.
+// waiting senders with grants. One used by its permit's send ends the same
+// way (release_reserved(1), after the claim), waking the oldest waiter too
+// although the slot is now taken: a granted retry made between the claim
+// and the end of the reservation counted that slot twice, may have found no
+// room that way and re-queued, and nothing else would wake it (the receive
+// of the value may already have run and granted it). A waiter woken with no
+// room re-queues at the front (regrant). tests/model/channel.pml -DPERMIT
+// found that lost wake-up when the used reservation woke nobody.
 #pragma once
 
 #include <atomic>
@@ -133,9 +141,6 @@ class ChannelWaiters {
   bool enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void* context,
                bool regrant = false) noexcept;
 
-  // Gated only: the woken operation's granted push succeeded (or found the
-  // channel closed): its grant ends.
-  void grant_done() noexcept;
   // Gated only: a woken operation gives up its grant unused (destroyed
   // before retrying): the grant passes to the next waiter.
   void drop_grant() noexcept;
@@ -167,7 +172,7 @@ class ChannelWaiters {
   bool try_as_oldest(bool (*attempt)(void*), void* context) noexcept;
   // Gated only: a woken operation's retry with its grant, made under the
   // lock (so it is ordered against every reservation); on success (true) the
-  // grant ends (as grant_done). On false the caller still holds the grant
+  // grant ends. On false the caller still holds the grant
   // and re-queues with regrant, or drops it.
   bool retry_granted(bool (*attempt)(void*), void* context) noexcept;
   // Gated only. The number of reserved slots: exact under the lock (the
@@ -181,12 +186,10 @@ class ChannelWaiters {
   void add_reserved_locked(std::uint64_t n) noexcept {
     reserved_.store(reserved_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
-  // Gated only: n reserved slots given back unused (a dropped permit): wakes
-  // up to n of the oldest waiters, each with a grant.
+  // Gated only: n reservations end (a dropped permit, or one whose send has
+  // claimed its ring position, see the top): wakes up to n of the oldest
+  // waiters, each with a grant.
   void release_reserved(std::uint64_t n) noexcept;
-  // Gated only: a permit's send claimed its ring position: one reservation
-  // ends (no room is freed, nobody is woken).
-  void reserved_used() noexcept;
 
  private:
   void wake_one_slow() noexcept;
