@@ -325,9 +325,11 @@ inline try_push(res, granted) {
 #ifdef PERMIT
      /* a granted push (under the lock) leaves room for the reserved slots */
      if
+#ifndef NO_ACCOUNTING
      :: granted && reserved != 0 ->
         room_for(t, reserved + 1);
         if :: !room -> break :: else -> skip fi
+#endif
      :: else -> skip
      fi;
 #endif
@@ -704,7 +706,11 @@ proctype permit_user(byte me) {
         if
         :: res == CLOSED -> release_reserved(); break
         :: else ->
+#ifdef NO_USED_WAKE
+           lock(SEND); reserved--; clear_if_empty(SEND); unlock(SEND);
+#else
            release_reserved();                     /* the reservation ends, waking */
+#endif
            wake_receivers(res, SEEN(RECV));
            sent++; atomic { sent_total++ }
         fi
