@@ -8,8 +8,11 @@
  *   include/volt/channel/mpmc.hpp        Channel::try_push / try_pop,
  *                                        pass_on_after_woken_*, Send / Recv
  *                                        (attempt, enqueue, retry_if_notified)
+ *                                        push_reserved, reserve_locked,
+ *                                        room_for, send_reserved
  *   include/volt/detail/channel_waiters.hpp, src/channel/channel_waiters.cpp
  *                                        wake_one, enqueue, cancel,
+ *                                        try_as_oldest, release_reserved,
  *                                        retry_granted, drop_grant, wake_all
  *
  * Property: no lost wake-up, i.e. no deadlock. Producer p sends NV values;
@@ -47,31 +50,46 @@
  * woken senders still hold grants, the late registrant waits forever).
  * REAWAIT=n: a queued operation interrupted (a timeout's lvalue operand)
  * and awaited again, keeping its place, n times in total.
+ * A woken sender's granted retry runs under the senders' lock
+ * (retry_granted), which ends its grant when the push completes.
+ *
+ * PERMIT=n: producer 1 is a permit user (Sender::reserve + Permit::send,
+ * volt/detail/channel_waiters.hpp "Reservations"): `reserved` counts held
+ * slots under the senders' lock, the gate stays set while it is non-zero,
+ * a reservation and every granted push check room for themselves plus the
+ * reserved slots (room_for), the permit's send claims lock-free and then
+ * ends its reservation waking the oldest waiter (release_reserved); up to n
+ * permits are dropped unused (release_reserved). Asserted in push_reserved:
+ * the permit's slot is free or being read, never a full ring. Negative
+ * controls: NO_ACCOUNTING (granted pushes ignore the reserved slots: the
+ * permit finds the ring full), NO_USED_WAKE (a used reservation ends
+ * waking nobody: a sender whose retry counted the slot twice waits forever;
+ * the lost wake-up this model found in the first version).
  *
  * Step-to-line mapping:
- *   P_gate  include/volt/channel/mpmc.hpp:141  if (!kGranted && (word & send_gate_bit_)) return RingResult::kNotNow;
- *   P_claim  include/volt/channel/mpmc.hpp:153  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
- *   P_C1  include/volt/channel/mpmc.hpp:158  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
- *   P_closing  include/volt/channel/mpmc.hpp:166  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
- *   G_claim  include/volt/channel/mpmc.hpp:198  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
- *   G_C1  include/volt/channel/mpmc.hpp:205  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
- *   G_empty  include/volt/channel/mpmc.hpp:214  if ((tail & ~flags()) == head)
- *   G_behind_read  include/volt/channel/mpmc.hpp:223  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
- *   closer_mark  include/volt/channel/mpmc.hpp:237  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
- *   closer_recv  include/volt/channel/mpmc.hpp:239  recv_waiters_.wake_all();
- *   closer_send  include/volt/channel/mpmc.hpp:240  send_waiters_.wake_all();
- *   pass_recv  include/volt/channel/mpmc.hpp:278  if (value_at_head()) recv_waiters_.wake_one();
- *   pass_send  include/volt/channel/mpmc.hpp:281  if (room_at_tail()) send_waiters_.wake_one();
- *   wake_all_closing  include/volt/channel/mpmc.hpp:286  if (pushed == RingResult::kDoneClosing) {
- *   S_drop_grant  include/volt/channel/mpmc.hpp:410  channel_->send_waiters().drop_grant();
- *   S_wake_recv  include/volt/channel/mpmc.hpp:462  if (wake_receiver) channel_->wake_receivers(pushed);
- *   S_regrant  include/volt/channel/mpmc.hpp:477  const bool regrant = std::exchange(holds_grant_, false);
- *   S_retry  include/volt/channel/mpmc.hpp:493  if (!attempt(true, true)) {
- *   S_grant_done  include/volt/channel/mpmc.hpp:497  channel_->send_waiters().grant_done();
- *   S_pass_on  include/volt/channel/mpmc.hpp:498  if (phase_ == kSent) channel_->pass_on_after_woken_send();
- *   R_wake_send  include/volt/channel/mpmc.hpp:668  if (wake_sender) channel_->send_waiters().wake_one();
- *   R_pass_on  include/volt/channel/mpmc.hpp:694  if (value_) channel_->pass_on_after_woken_recv();
- *   C2  include/volt/detail/channel_waiters.hpp:99  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
+ *   P_gate  include/volt/channel/mpmc.hpp:145  if (!kGranted && (word & send_gate_bit_)) return RingResult::kNotNow;
+ *   P_claim  include/volt/channel/mpmc.hpp:164  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
+ *   P_C1  include/volt/channel/mpmc.hpp:169  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
+ *   P_closing  include/volt/channel/mpmc.hpp:177  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
+ *   G_claim  include/volt/channel/mpmc.hpp:353  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
+ *   G_C1  include/volt/channel/mpmc.hpp:360  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
+ *   G_empty  include/volt/channel/mpmc.hpp:369  if ((tail & ~flags()) == head)
+ *   G_behind_read  include/volt/channel/mpmc.hpp:378  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
+ *   closer_mark  include/volt/channel/mpmc.hpp:392  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
+ *   closer_recv  include/volt/channel/mpmc.hpp:394  recv_waiters_.wake_all();
+ *   closer_send  include/volt/channel/mpmc.hpp:395  send_waiters_.wake_all();
+ *   pass_recv  include/volt/channel/mpmc.hpp:446  if (value_at_head()) recv_waiters_.wake_one();
+ *   pass_send  include/volt/channel/mpmc.hpp:449  if (room_at_tail()) send_waiters_.wake_one();
+ *   wake_all_closing  include/volt/channel/mpmc.hpp:454  if (pushed == RingResult::kDoneClosing) {
+ *   S_drop_grant  include/volt/channel/mpmc.hpp:713  channel_->send_waiters().drop_grant();
+ *   S_wake_recv  include/volt/channel/mpmc.hpp:782  if (wake_receiver) channel_->wake_receivers(pushed);
+ *   S_regrant  include/volt/channel/mpmc.hpp:797  const bool regrant = std::exchange(holds_grant_, false);
+ *   S_retry  include/volt/channel/mpmc.hpp:816  if (!channel_->send_waiters().retry_granted(&recheck, this)) {
+ *   S_retry_wake  include/volt/channel/mpmc.hpp:821  channel_->wake_receivers(pushed_);
+ *   S_pass_on  include/volt/channel/mpmc.hpp:822  channel_->pass_on_after_woken_send();
+ *   R_wake_send  include/volt/channel/mpmc.hpp:1271  if (wake_sender) channel_->send_waiters().wake_one();
+ *   R_pass_on  include/volt/channel/mpmc.hpp:1297  if (value_) channel_->pass_on_after_woken_recv();
+ *   C2  include/volt/detail/channel_waiters.hpp:129  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
  *   E_regrant  src/channel/channel_waiters.cpp:15  if (regrant) --granted_;
  *   E_R1  src/channel/channel_waiters.cpp:18  waiting_.store(true, std::memory_order_seq_cst);
  *   E_gate  src/channel/channel_waiters.cpp:24  gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
@@ -82,14 +100,22 @@
  *   E_back  src/channel/channel_waiters.cpp:55  list_.push_back(waiter);
  *   W_lockfree  src/channel/channel_waiters.cpp:73  if (gate_word_ == nullptr) waiter = fast_.exchange(nullptr, std::memory_order_acquire);
  *   W_grant  src/channel/channel_waiters.cpp:79  if (waiter != nullptr && gate_word_ != nullptr) ++granted_;
- *   grant_done  src/channel/channel_waiters.cpp:102  --granted_;
- *   drop_grant  src/channel/channel_waiters.cpp:111  if (waiter != nullptr) ++granted_;
- *   X_cancel_fast  src/channel/channel_waiters.cpp:128  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed) ||
- *   X_wait_waker  src/channel/channel_waiters.cpp:144  while (waiter->state.load(std::memory_order_acquire) != ChannelWaiter::kNotified)
- *   X_pass  src/channel/channel_waiters.cpp:152  drop_grant();
- *   A_grant  src/channel/channel_waiters.cpp:165  if (gate_word_ != nullptr) ++granted_;
- *   clear_flag  src/channel/channel_waiters.cpp:184  waiting_.store(false, std::memory_order_relaxed);
- *   clear_gate  src/channel/channel_waiters.cpp:189  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
+ *   retry_done  src/channel/channel_waiters.cpp:189  --granted_;
+ *   drop_grant  src/channel/channel_waiters.cpp:104  if (waiter != nullptr) ++granted_;
+ *   X_cancel_fast  src/channel/channel_waiters.cpp:121  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed) ||
+ *   X_wait_waker  src/channel/channel_waiters.cpp:137  while (waiter->state.load(std::memory_order_acquire) != ChannelWaiter::kNotified)
+ *   X_pass  src/channel/channel_waiters.cpp:145  drop_grant();
+ *   A_grant  src/channel/channel_waiters.cpp:158  if (gate_word_ != nullptr) ++granted_;
+ *   clear_flag  src/channel/channel_waiters.cpp:225  waiting_.store(false, std::memory_order_relaxed);
+ *   gate_reserved  src/channel/channel_waiters.cpp:226  if (granted_ != 0 || reserved_.load(std::memory_order_relaxed) != 0) return;
+ *   clear_gate  src/channel/channel_waiters.cpp:230  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
+ *   K_account  include/volt/channel/mpmc.hpp:152  if (reserved != 0 && !room_for(tail, reserved + 1)) return RingResult::kNotNow;
+ *   K_room  include/volt/channel/mpmc.hpp:314  if (stamp + one_lap_ != stamp_free + 1) return false;
+ *   K_reserve  include/volt/channel/mpmc.hpp:295  send_waiters_.add_reserved_locked(n);
+ *   K_push_spin  include/volt/channel/mpmc.hpp:228  if (stamp + one_lap_ == tail + 1) backoff.once();
+ *   K_used  include/volt/channel/mpmc.hpp:244  send_waiters_.release_reserved(1);
+ *   K_oldest  src/channel/channel_waiters.cpp:179  const bool done = oldest && attempt(context);
+ *   K_release  src/channel/channel_waiters.cpp:199  reserved_.store(reserved_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
  *
  * Not modelled: the value
  * itself (only positions), the waker (a woken task re-polls and runs the
@@ -113,7 +139,8 @@
  * may be cancelled, in total), -DCLOSE (a closer; QUOTA is then ignored),
  * -DREAWAIT=n, -DFLAG_KEEPS_GRANTS (the flag cleared only once no grant is
  * outstanding either, as a655a79; also correct, one lock per receive more),
- * negative controls -DRELAXED_DEKKER, -DNO_PASS_ON (no wake-up chain after a
+ * -DPERMIT=n (see above), negative controls -DNO_ACCOUNTING, -DNO_USED_WAKE,
+ * -DRELAXED_DEKKER, -DNO_PASS_ON (no wake-up chain after a
  * woken success), -DNO_PASS_CANCEL (a cancelled woken waiter drops its
  * wake-up), -DNO_CLOSING_WAKE_ALL, -DNO_CLOSED_BEHIND_READ, -DNO_GATE,
  * -DNO_CLOSED_RECHECK (see above).
