@@ -291,6 +291,16 @@ Task<void> until_suspended(std::atomic<detail::TaskHeader*>* task) {
     co_await yield_now();
 }
 
+// rx.recv(), failing (not hanging) if no value comes within kNotHung.
+Task<std::optional<int>> recv_bounded(mpmc::Receiver<int>& rx) {
+  Expected<std::optional<int>> r = co_await timeout(kNotHung, rx.recv());
+  if (!r) {
+    ADD_FAILURE() << "recv() waited longer than kNotHung: a lost wake-up";
+    co_return std::optional<int>(-999);
+  }
+  co_return std::move(*r);
+}
+
 template <class T>
 Task<bool> finishes(JoinHandle<T>& handle) {
   Expected<T> r = co_await timeout(kNotHung, handle);
@@ -337,7 +347,7 @@ Task<void> dropped_permit_wakes_a_waiting_sender(bool waiter_reserves) {
   EXPECT_EQ(rx.try_recv().error(), make_error_code(errc::empty)) << "a held permit is not a value";
   permit.reset();  // dropped unused
   EXPECT_TRUE(co_await finishes(waiter)) << "the dropped permit did not wake the waiting sender";
-  EXPECT_EQ(co_await rx.recv(), std::optional<int>(5));
+  EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(5));
 }
 
 TEST_P(MpmcPermitTest, ADroppedPermitWakesAWaitingSend) {
@@ -362,12 +372,12 @@ Task<void> reserve_is_fifo_with_senders() {
   co_await until_suspended(&first);
   JoinHandle<void> b = spawn(record_and_reserve_send(&tx, 2, &second));
   co_await until_suspended(&second);
-  EXPECT_EQ(co_await rx.recv(), std::optional<int>(0));
+  EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(0));
   EXPECT_FALSE(tx.try_send(100)) << "try_send barged past the queued senders";
   EXPECT_EQ(tx.try_reserve().error(), make_error_code(errc::full))
       << "try_reserve barged past the queued senders";
-  EXPECT_EQ(co_await rx.recv(), std::optional<int>(1));
-  EXPECT_EQ(co_await rx.recv(), std::optional<int>(2));
+  EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(1));
+  EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(2));
   EXPECT_TRUE(co_await finishes(a));
   EXPECT_TRUE(co_await finishes(b));
   EXPECT_TRUE(tx.try_send(3)) << "nobody waits: the fast path is open again";
@@ -397,16 +407,16 @@ Task<void> reserve_many_waits_for_n_slots() {
     EXPECT_TRUE(permits->send(11));
   }(&tx, &reserved, &task));
   co_await until_suspended(&task);
-  EXPECT_EQ(co_await rx.recv(), std::optional<int>(0));
+  EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(0));
   // One slot free: not enough. Let the task run if it was woken.
   for (int i = 0; i < 20; ++i)
     co_await yield_now();
   EXPECT_FALSE(reserved.load(std::memory_order_acquire)) << "reserve_many(2) took one slot";
-  EXPECT_EQ(co_await rx.recv(), std::optional<int>(1));
+  EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(1));
   EXPECT_TRUE(co_await finishes(many));
   EXPECT_TRUE(reserved.load(std::memory_order_acquire));
   for (int v : {2, 10, 11})
-    EXPECT_EQ(co_await rx.recv(), std::optional<int>(v));
+    EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(v));
   Expected<mpmc::PermitIterator<int>> invalid = co_await tx.reserve_many(4);
   EXPECT_EQ(invalid.error(), make_error_code(errc::invalid_argument));
   Expected<mpmc::PermitIterator<int>> zero = co_await tx.reserve_many(0);
@@ -453,17 +463,17 @@ Task<void> cancelled_reserve_holds_nothing() {
   EXPECT_TRUE(tx.try_send(0));
   Expected<Expected<mpmc::Permit<int>>> r = co_await timeout(1ms, tx.reserve());
   EXPECT_FALSE(r);
-  EXPECT_EQ(co_await rx.recv(), std::optional<int>(0));
+  EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(0));
   EXPECT_EQ(tx.capacity(), 1u);
   EXPECT_TRUE(tx.try_send(1)) << "the cancelled reserve kept a slot or the gate";
   // And a reservation that completed inside the timeout is a real permit.
-  EXPECT_EQ(co_await rx.recv(), std::optional<int>(1));
+  EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(1));
   Expected<Expected<mpmc::Permit<int>>> ok = co_await timeout(kNotHung, tx.reserve());
   EXPECT_TRUE(ok && *ok);
   if (ok && *ok) {
     EXPECT_TRUE((*ok)->send(2));
   }
-  EXPECT_EQ(co_await rx.recv(), std::optional<int>(2));
+  EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(2));
 }
 
 TEST_P(MpmcPermitTest, ACancelledReserveHoldsNothing) {
@@ -611,8 +621,8 @@ Task<void> send_timeout_succeeds_when_room_comes() {
   EXPECT_TRUE(tx.try_send(1));
   JoinHandle<void> receiver = spawn([](mpmc::Receiver<int> rx) -> Task<void> {
     co_await sleep(5ms);
-    EXPECT_EQ(co_await rx.recv(), std::optional<int>(1));
-    EXPECT_EQ(co_await rx.recv(), std::optional<int>(2));
+    EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(1));
+    EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(2));
   }(rx));
   SendResult<int> r = co_await tx.send_timeout(2, kNotHung);
   EXPECT_TRUE(r) << "send_timeout gave up although room came in time";
