@@ -6,6 +6,19 @@
 //   // consumers (any number; Receiver is copyable):
 //   while (std::optional<Job> job = co_await rx.recv()) run(*job);  // nullopt: closed, drained
 //
+//   // two-phase send: hold a slot, then send through it without waiting
+//   volt::Expected<volt::mpmc::Permit<Job>> permit = co_await tx.reserve();
+//   if (permit) (void)permit->send(make_job());      // or drop it: the slot goes back
+//   auto three = co_await tx.reserve_many(3);          // Expected<PermitIterator<Job>>
+//   // a batch per wake-up; 0: closed and drained
+//   std::vector<Job> batch;
+//   while (co_await rx.recv_many(batch, 64) != 0) { run_all(batch); batch.clear(); }
+//   // a bounded send that hands the value back on timeout
+//   volt::SendResult<Job> r = co_await tx.send_timeout(std::move(job), 100ms);
+//   if (!r && r.error() == volt::errc::timed_out) retry_later(r.take_back());
+//   co_await tx.closed();                              // every receiver is gone
+//   std::size_t free = tx.capacity(), bound = tx.max_capacity();
+//
 // Guarantees:
 //  - Every value sent is received exactly once, by one receiver. Values from
 //    one sender arrive in the order it sent them.
@@ -32,12 +45,32 @@
 //  - Closing: close() on either handle, or the last Sender destroyed: sends
 //    fail with errc::closed (the value handed back); receivers take what is
 //    left and then get std::nullopt (try_recv: errc::closed). The last
-//    Receiver destroyed closes it too: a send fails at once.
-//  - The channel is freed with its last handle, with any values still in it.
+//    Receiver destroyed closes it too: a send fails at once, a waiting
+//    sender is woken with errc::closed and its value back, and the values
+//    still buffered are destroyed then, by that Receiver's destructor
+//    (Tokio's rule), not when the last Sender goes.
+//  - The channel is freed with its last handle.
+//  - Two-phase send (reserve / try_reserve / reserve_many, Permit,
+//    PermitIterator; contracts below): a permit holds a slot without
+//    claiming a ring position, so receivers never wait on a reserved slot;
+//    reserve() waits in the senders' FIFO queue; permit.send never waits.
+//    While no permit is held, try_send / try_recv are as above (the held
+//    slots are counted under the senders' lock, and the gate bit, set while
+//    any slot is reserved, routes pushes there only then; the argument is
+//    in volt/detail/channel_waiters.hpp, "Reservations").
+//  - recv_many(out, limit): recv() for the first value, then up to limit - 1
+//    more ready values, one wake-up; send_timeout(v, d): send() bounded in
+//    time, the value handed back on timeout (errc::timed_out); closed():
+//    waits without allocating until the channel is closed; capacity(): free
+//    slots now (values and reserved slots subtracted; a snapshot under
+//    concurrency), max_capacity(): the bound it was made with.
 //
 // Bad input:
 //  - capacity 0 or above kMaxCapacity: throws volt::Error(errc::invalid_argument)
 //    (there is no rendezvous channel; Tokio refuses 0 as well).
+//  - reserve_many / try_reserve_many(n) with n > max_capacity():
+//    errc::invalid_argument (it could never be satisfied; Tokio's rule).
+//    n == 0: an empty PermitIterator at once.
 //  - A moved-from Sender or Receiver behaves as one of a closed channel:
 //    sends fail with errc::closed, receives return nullopt / errc::closed.
 //  - recv_blocking / send_blocking on a runtime thread:
