@@ -1001,10 +1001,13 @@ TEST_P(MpmcPermitTest, LastReceiverGoneWhileSendersSendLosesAndLeaksNothing) {
 
 TEST(MpmcPermitNames, MpscSenderHasTheTwoPhaseSend) {
   auto [tx, rx] = mpsc::channel<int>(1);
-  Expected<mpmc::Permit<int>> p = tx.try_reserve();
+  Expected<mpsc::Permit<int>> p = tx.try_reserve();
   ASSERT_TRUE(p);
   EXPECT_TRUE(p->send(1));
   EXPECT_EQ(*rx.try_recv(), 1);
+  Expected<mpsc::PermitIterator<int>> many = tx.try_reserve_many(1);
+  ASSERT_TRUE(many);
+  EXPECT_EQ(many->len(), 1u);
 }
 
 }  // namespace
