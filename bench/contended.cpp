@@ -219,6 +219,78 @@ volt::Task<Sample> channel_mpmc(std::uint64_t ops) {
   co_return sample;
 }
 
+// channel_mpmc with two-phase sends: each producer waits for a Permit
+// (reserve) and sends through it. Volt-only row (Tokio has reserve too, but
+// the comparison harness has no such row).
+volt::Task<void> mpmc_reserve_producer(volt::mpmc::Sender<std::uint64_t> tx, std::uint64_t count) {
+  for (std::uint64_t value = 0; value < count; ++value) {
+    volt::Expected<volt::mpmc::Permit<std::uint64_t>> permit = co_await tx.reserve();
+    if (!permit) throw std::logic_error("channel: consumers are alive");
+    if (!permit->send(std::uint64_t{value})) throw std::logic_error("channel: permit refused");
+  }
+}
+
+volt::Task<Sample> channel_mpmc_reserve(std::uint64_t ops) {
+  constexpr std::uint64_t kProducers = 4;
+  constexpr std::uint64_t kConsumers = 4;
+  Meter meter = Meter::start();
+  std::array<volt::JoinHandle<void>, kProducers> producers;
+  std::array<volt::JoinHandle<std::uint64_t>, kConsumers> consumers;
+  {
+    auto [tx, rx] = volt::mpmc::channel<std::uint64_t>(1000);
+    for (std::uint64_t i = 0; i < kProducers; ++i)
+      producers[i] = volt::spawn(mpmc_reserve_producer(tx, share(ops, kProducers, i)));
+    for (std::uint64_t i = 0; i < kConsumers; ++i)
+      consumers[i] = volt::spawn(mpmc_consumer(rx));
+  }
+  for (auto& producer : producers)
+    co_await producer;
+  std::uint64_t received = 0;
+  for (auto& consumer : consumers)
+    received += co_await consumer;
+  Sample sample = meter.stop();
+  if (received != ops) throw std::logic_error("channel_mpmc_reserve: lost values");
+  co_return sample;
+}
+
+// channel_mpmc with batch receives: each consumer takes up to 64 values per
+// wake-up (recv_many). Volt-only row.
+volt::Task<std::uint64_t> mpmc_batch_consumer(volt::mpmc::Receiver<std::uint64_t> rx) {
+  std::uint64_t received = 0;
+  std::vector<std::uint64_t> batch;
+  batch.reserve(64);
+  for (;;) {
+    batch.clear();
+    const std::size_t n = co_await rx.recv_many(batch, 64);
+    if (n == 0) break;
+    received += n;
+  }
+  co_return received;
+}
+
+volt::Task<Sample> channel_mpmc_recv_many(std::uint64_t ops) {
+  constexpr std::uint64_t kProducers = 4;
+  constexpr std::uint64_t kConsumers = 4;
+  Meter meter = Meter::start();
+  std::array<volt::JoinHandle<void>, kProducers> producers;
+  std::array<volt::JoinHandle<std::uint64_t>, kConsumers> consumers;
+  {
+    auto [tx, rx] = volt::mpmc::channel<std::uint64_t>(1000);
+    for (std::uint64_t i = 0; i < kProducers; ++i)
+      producers[i] = volt::spawn(mpmc_producer(tx, share(ops, kProducers, i)));
+    for (std::uint64_t i = 0; i < kConsumers; ++i)
+      consumers[i] = volt::spawn(mpmc_batch_consumer(rx));
+  }
+  for (auto& producer : producers)
+    co_await producer;
+  std::uint64_t received = 0;
+  for (auto& consumer : consumers)
+    received += co_await consumer;
+  Sample sample = meter.stop();
+  if (received != ops) throw std::logic_error("channel_mpmc_recv_many: lost values");
+  co_return sample;
+}
+
 volt::Task<std::uint64_t> spsc_consumer(volt::mpmc::Receiver<std::uint64_t> rx) {
   std::uint64_t received = 0;
   for (;;) {
@@ -313,6 +385,8 @@ constexpr Bench kBenches[] = {
     task_bench("rwlock_contended", 10'000, rwlock_contended),
     task_bench("semaphore_contended", 10'000, semaphore_contended),
     task_bench("channel_mpmc", 10'000, channel_mpmc),
+    task_bench("channel_mpmc_recv_many", 10'000, channel_mpmc_recv_many),
+    task_bench("channel_mpmc_reserve", 10'000, channel_mpmc_reserve),
     task_bench("channel_spsc_async", 10'000, channel_spsc_async),
     task_bench("oneshot_async", 10'000, oneshot_async),
     task_bench("barrier_async", 10'000, barrier_async),

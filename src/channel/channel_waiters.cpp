@@ -97,13 +97,6 @@ void ChannelWaiters::wake_one_slow() noexcept {
   waker.wake();
 }
 
-void ChannelWaiters::grant_done() noexcept {
-  lock_.lock();
-  --granted_;
-  clear_flag_if_empty();
-  lock_.unlock();
-}
-
 void ChannelWaiters::drop_grant() noexcept {
   lock_.lock();
   --granted_;
@@ -175,6 +168,54 @@ void ChannelWaiters::wake_all() noexcept {
   lock_.unlock();
 }
 
+bool ChannelWaiters::try_as_oldest(bool (*attempt)(void*), void* context) noexcept {
+  lock_.lock();
+  // seq_cst: as enqueue's gate: ordered against every claim of the tail word
+  // (an ungranted claim either precedes it, and the attempt's loads see it,
+  // or fails its CAS), and before the attempt's seq_cst loads.
+  const std::uint64_t word = gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
+  const bool oldest = (word & closed_bit_) || (granted_ == 0 && list_.empty() &&
+                                               fast_.load(std::memory_order_relaxed) == nullptr);
+  const bool done = oldest && attempt(context);
+  clear_flag_if_empty();
+  lock_.unlock();
+  return done;
+}
+
+bool ChannelWaiters::retry_granted(bool (*attempt)(void*), void* context) noexcept {
+  lock_.lock();
+  const bool done = attempt(context);
+  if (done) {
+    --granted_;
+    clear_flag_if_empty();
+  }
+  lock_.unlock();
+  return done;
+}
+
+void ChannelWaiters::release_reserved(std::uint64_t n) noexcept {
+  WakeList wakes;
+  lock_.lock();
+  reserved_.store(reserved_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+  // The freed slots go to the oldest waiters, as a slot a receive frees.
+  for (; n > 0; --n) {
+    ChannelWaiter* waiter = pop_oldest();
+    if (waiter == nullptr) break;
+    ++granted_;
+    wakes.push(std::move(waiter->waker));
+    // release: the owner's acquire in notified(); last touch of the waiter.
+    waiter->state.store(ChannelWaiter::kNotified, std::memory_order_release);
+    if (wakes.full()) {
+      lock_.unlock();
+      wakes.wake_all();
+      lock_.lock();
+    }
+  }
+  clear_flag_if_empty();
+  lock_.unlock();
+  wakes.wake_all();
+}
+
 void ChannelWaiters::clear_flag_if_empty() noexcept {
   // Relaxed: every store to waiting_ is made under lock_, so the lock orders
   // them; a registrant's later seq_cst store of true follows this one.
@@ -182,7 +223,7 @@ void ChannelWaiters::clear_flag_if_empty() noexcept {
   // grants (see the top of channel_waiters.hpp).
   if (!list_.empty() || fast_.load(std::memory_order_relaxed) != nullptr) return;
   waiting_.store(false, std::memory_order_relaxed);
-  if (granted_ != 0) return;
+  if (granted_ != 0 || reserved_.load(std::memory_order_relaxed) != 0) return;
   // relaxed: the bit only gates claims; a push that then claims reads the
   // slot's stamp with its own seq_cst load, which orders what it needs, and
   // every set of the bit is made under lock_ after this.

@@ -8,9 +8,12 @@
  *   include/volt/channel/mpmc.hpp        Channel::try_push / try_pop,
  *                                        pass_on_after_woken_*, Send / Recv
  *                                        (attempt, enqueue, retry_if_notified)
+ *                                        push_reserved, reserve_locked,
+ *                                        room_for, send_reserved
  *   include/volt/detail/channel_waiters.hpp, src/channel/channel_waiters.cpp
  *                                        wake_one, enqueue, cancel,
- *                                        grant_done, drop_grant, wake_all
+ *                                        try_as_oldest, release_reserved,
+ *                                        retry_granted, drop_grant, wake_all
  *
  * Property: no lost wake-up, i.e. no deadlock. Producer p sends NV values;
  * consumers take QUOTA values each, the quotas adding up to what is sent. A
@@ -47,31 +50,46 @@
  * woken senders still hold grants, the late registrant waits forever).
  * REAWAIT=n: a queued operation interrupted (a timeout's lvalue operand)
  * and awaited again, keeping its place, n times in total.
+ * A woken sender's granted retry runs under the senders' lock
+ * (retry_granted), which ends its grant when the push completes.
+ *
+ * PERMIT=n: producer 1 is a permit user (Sender::reserve + Permit::send,
+ * volt/detail/channel_waiters.hpp "Reservations"): `reserved` counts held
+ * slots under the senders' lock, the gate stays set while it is non-zero,
+ * a reservation and every granted push check room for themselves plus the
+ * reserved slots (room_for), the permit's send claims lock-free and then
+ * ends its reservation waking the oldest waiter (release_reserved); up to n
+ * permits are dropped unused (release_reserved). Asserted in push_reserved:
+ * the permit's slot is free or being read, never a full ring. Negative
+ * controls: NO_ACCOUNTING (granted pushes ignore the reserved slots: the
+ * permit finds the ring full), NO_USED_WAKE (a used reservation ends
+ * waking nobody: a sender whose retry counted the slot twice waits forever;
+ * the lost wake-up this model found in the first version).
  *
  * Step-to-line mapping:
- *   P_gate  include/volt/channel/mpmc.hpp:141  if (!kGranted && (word & send_gate_bit_)) return RingResult::kNotNow;
- *   P_claim  include/volt/channel/mpmc.hpp:153  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
- *   P_C1  include/volt/channel/mpmc.hpp:158  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
- *   P_closing  include/volt/channel/mpmc.hpp:166  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
- *   G_claim  include/volt/channel/mpmc.hpp:198  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
- *   G_C1  include/volt/channel/mpmc.hpp:205  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
- *   G_empty  include/volt/channel/mpmc.hpp:214  if ((tail & ~flags()) == head)
- *   G_behind_read  include/volt/channel/mpmc.hpp:223  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
- *   closer_mark  include/volt/channel/mpmc.hpp:237  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
- *   closer_recv  include/volt/channel/mpmc.hpp:239  recv_waiters_.wake_all();
- *   closer_send  include/volt/channel/mpmc.hpp:240  send_waiters_.wake_all();
- *   pass_recv  include/volt/channel/mpmc.hpp:278  if (value_at_head()) recv_waiters_.wake_one();
- *   pass_send  include/volt/channel/mpmc.hpp:281  if (room_at_tail()) send_waiters_.wake_one();
- *   wake_all_closing  include/volt/channel/mpmc.hpp:286  if (pushed == RingResult::kDoneClosing) {
- *   S_drop_grant  include/volt/channel/mpmc.hpp:410  channel_->send_waiters().drop_grant();
- *   S_wake_recv  include/volt/channel/mpmc.hpp:462  if (wake_receiver) channel_->wake_receivers(pushed);
- *   S_regrant  include/volt/channel/mpmc.hpp:477  const bool regrant = std::exchange(holds_grant_, false);
- *   S_retry  include/volt/channel/mpmc.hpp:493  if (!attempt(true, true)) {
- *   S_grant_done  include/volt/channel/mpmc.hpp:497  channel_->send_waiters().grant_done();
- *   S_pass_on  include/volt/channel/mpmc.hpp:498  if (phase_ == kSent) channel_->pass_on_after_woken_send();
- *   R_wake_send  include/volt/channel/mpmc.hpp:668  if (wake_sender) channel_->send_waiters().wake_one();
- *   R_pass_on  include/volt/channel/mpmc.hpp:694  if (value_) channel_->pass_on_after_woken_recv();
- *   C2  include/volt/detail/channel_waiters.hpp:99  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
+ *   P_gate  include/volt/channel/mpmc.hpp:178  if (!kGranted && (word & send_gate_bit_)) return RingResult::kNotNow;
+ *   P_claim  include/volt/channel/mpmc.hpp:197  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
+ *   P_C1  include/volt/channel/mpmc.hpp:202  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
+ *   P_closing  include/volt/channel/mpmc.hpp:210  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
+ *   G_claim  include/volt/channel/mpmc.hpp:386  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
+ *   G_C1  include/volt/channel/mpmc.hpp:393  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
+ *   G_empty  include/volt/channel/mpmc.hpp:402  if ((tail & ~flags()) == head)
+ *   G_behind_read  include/volt/channel/mpmc.hpp:411  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
+ *   closer_mark  include/volt/channel/mpmc.hpp:425  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
+ *   closer_recv  include/volt/channel/mpmc.hpp:427  recv_waiters_.wake_all();
+ *   closer_send  include/volt/channel/mpmc.hpp:428  send_waiters_.wake_all();
+ *   pass_recv  include/volt/channel/mpmc.hpp:479  if (value_at_head()) recv_waiters_.wake_one();
+ *   pass_send  include/volt/channel/mpmc.hpp:482  if (room_at_tail()) send_waiters_.wake_one();
+ *   wake_all_closing  include/volt/channel/mpmc.hpp:487  if (pushed == RingResult::kDoneClosing) {
+ *   S_drop_grant  include/volt/channel/mpmc.hpp:746  channel_->send_waiters().drop_grant();
+ *   S_wake_recv  include/volt/channel/mpmc.hpp:815  if (wake_receiver) channel_->wake_receivers(pushed);
+ *   S_regrant  include/volt/channel/mpmc.hpp:830  const bool regrant = std::exchange(holds_grant_, false);
+ *   S_retry  include/volt/channel/mpmc.hpp:849  if (!channel_->send_waiters().retry_granted(&recheck, this)) {
+ *   S_retry_wake  include/volt/channel/mpmc.hpp:854  channel_->wake_receivers(pushed_);
+ *   S_pass_on  include/volt/channel/mpmc.hpp:855  channel_->pass_on_after_woken_send();
+ *   R_wake_send  include/volt/channel/mpmc.hpp:1304  if (wake_sender) channel_->send_waiters().wake_one();
+ *   R_pass_on  include/volt/channel/mpmc.hpp:1330  if (value_) channel_->pass_on_after_woken_recv();
+ *   C2  include/volt/detail/channel_waiters.hpp:129  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
  *   E_regrant  src/channel/channel_waiters.cpp:15  if (regrant) --granted_;
  *   E_R1  src/channel/channel_waiters.cpp:18  waiting_.store(true, std::memory_order_seq_cst);
  *   E_gate  src/channel/channel_waiters.cpp:24  gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
@@ -82,14 +100,22 @@
  *   E_back  src/channel/channel_waiters.cpp:55  list_.push_back(waiter);
  *   W_lockfree  src/channel/channel_waiters.cpp:73  if (gate_word_ == nullptr) waiter = fast_.exchange(nullptr, std::memory_order_acquire);
  *   W_grant  src/channel/channel_waiters.cpp:79  if (waiter != nullptr && gate_word_ != nullptr) ++granted_;
- *   grant_done  src/channel/channel_waiters.cpp:102  --granted_;
- *   drop_grant  src/channel/channel_waiters.cpp:111  if (waiter != nullptr) ++granted_;
- *   X_cancel_fast  src/channel/channel_waiters.cpp:128  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed) ||
- *   X_wait_waker  src/channel/channel_waiters.cpp:144  while (waiter->state.load(std::memory_order_acquire) != ChannelWaiter::kNotified)
- *   X_pass  src/channel/channel_waiters.cpp:152  drop_grant();
- *   A_grant  src/channel/channel_waiters.cpp:165  if (gate_word_ != nullptr) ++granted_;
- *   clear_flag  src/channel/channel_waiters.cpp:184  waiting_.store(false, std::memory_order_relaxed);
- *   clear_gate  src/channel/channel_waiters.cpp:189  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
+ *   retry_done  src/channel/channel_waiters.cpp:189  --granted_;
+ *   drop_grant  src/channel/channel_waiters.cpp:104  if (waiter != nullptr) ++granted_;
+ *   X_cancel_fast  src/channel/channel_waiters.cpp:121  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed) ||
+ *   X_wait_waker  src/channel/channel_waiters.cpp:137  while (waiter->state.load(std::memory_order_acquire) != ChannelWaiter::kNotified)
+ *   X_pass  src/channel/channel_waiters.cpp:145  drop_grant();
+ *   A_grant  src/channel/channel_waiters.cpp:158  if (gate_word_ != nullptr) ++granted_;
+ *   clear_flag  src/channel/channel_waiters.cpp:225  waiting_.store(false, std::memory_order_relaxed);
+ *   gate_reserved  src/channel/channel_waiters.cpp:226  if (granted_ != 0 || reserved_.load(std::memory_order_relaxed) != 0) return;
+ *   clear_gate  src/channel/channel_waiters.cpp:230  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
+ *   K_account  include/volt/channel/mpmc.hpp:185  if (reserved != 0 && !room_for(tail, reserved + 1)) return RingResult::kNotNow;
+ *   K_room  include/volt/channel/mpmc.hpp:347  if (stamp + one_lap_ != stamp_free + 1) return false;
+ *   K_reserve  include/volt/channel/mpmc.hpp:328  send_waiters_.add_reserved_locked(n);
+ *   K_push_spin  include/volt/channel/mpmc.hpp:261  if (stamp + one_lap_ == tail + 1) backoff.once();
+ *   K_used  include/volt/channel/mpmc.hpp:277  send_waiters_.release_reserved(1);
+ *   K_oldest  src/channel/channel_waiters.cpp:179  const bool done = oldest && attempt(context);
+ *   K_release  src/channel/channel_waiters.cpp:199  reserved_.store(reserved_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
  *
  * Not modelled: the value
  * itself (only positions), the waker (a woken task re-polls and runs the
@@ -113,7 +139,8 @@
  * may be cancelled, in total), -DCLOSE (a closer; QUOTA is then ignored),
  * -DREAWAIT=n, -DFLAG_KEEPS_GRANTS (the flag cleared only once no grant is
  * outstanding either, as a655a79; also correct, one lock per receive more),
- * negative controls -DRELAXED_DEKKER, -DNO_PASS_ON (no wake-up chain after a
+ * -DPERMIT=n (see above), negative controls -DNO_ACCOUNTING, -DNO_USED_WAKE,
+ * -DRELAXED_DEKKER, -DNO_PASS_ON (no wake-up chain after a
  * woken success), -DNO_PASS_CANCEL (a cancelled woken waiter drops its
  * wake-up), -DNO_CLOSING_WAKE_ALL, -DNO_CLOSED_BEHIND_READ, -DNO_GATE,
  * -DNO_CLOSED_RECHECK (see above).
@@ -165,6 +192,13 @@ byte sent_total = 0;
 bit closed = 0;
 bit gate = 0;        /* the senders' gate: a bit of the tail word */
 byte grants = 0;     /* woken senders holding a grant (under lk[SEND]) */
+#ifdef PERMIT
+byte reserved = 0;   /* slots held by permits (under lk[SEND]) */
+byte drops = PERMIT; /* permits the permit user may drop unused */
+#define RESERVED reserved
+#else
+#define RESERVED 0
+#endif
 
 /* per side: the Dekker flag, the fast slot, the lock, the FIFO list */
 bit flag[2];
@@ -227,7 +261,7 @@ inline clear_if_empty(q) {
 #else
      flag[q] = 0;
 #endif
-     if :: q == SEND && grants == 0 -> gate = 0 :: else -> skip fi
+     if :: q == SEND && grants == 0 && RESERVED == 0 -> gate = 0 :: else -> skip fi
   :: else -> skip
   fi
 }
@@ -276,6 +310,30 @@ inline wake_one(q, seen) {
   w = 0; k = 0
 }
 
+#ifdef PERMIT
+/* Channel::room_for: k more values fit from position tt on: the position
+ * k - 1 past it was freed by the previous lap's receive, or is claimed by a
+ * receive still reading it. */
+inline room_for(tt, kk) {
+  p = tt + kk - 1;
+  s = stamp[p % CAP];
+  room = (kk <= CAP) && (s == 2 * p || (p >= CAP && s == 2 * (p - CAP) + 1 && head + CAP > p));
+  p = 0; s = 0
+}
+
+/* Channel::reserve_locked, under lk[SEND]. */
+inline reserve_locked(res) {
+  atomic { t = tail; c = closed };
+  if
+  :: c -> res = CLOSED
+  :: else ->
+     room_for(t, reserved + 1);
+     if :: room -> reserved++; res = DONE :: else -> res = NOTNOW fi
+  fi;
+  t = 0; c = 0; room = 0
+}
+#endif
+
 /* Channel::try_push. `pre` = the receivers' flag as read before the
  * publishing store (RELAXED_DEKKER only). The closed mark is a bit of the
  * tail word: (tail, closed) are read and CASed together. DONE_CLOSING: the
@@ -291,6 +349,17 @@ inline try_push(res, granted) {
 #endif
      :: else -> skip
      fi;
+#ifdef PERMIT
+     /* a granted push (under the lock) leaves room for the reserved slots */
+     if
+#ifndef NO_ACCOUNTING
+     :: granted && reserved != 0 ->
+        room_for(t, reserved + 1);
+        if :: !room -> break :: else -> skip fi
+#endif
+     :: else -> skip
+     fi;
+#endif
      s = stamp[t % CAP];
      if
      :: s == 2 * t ->
@@ -298,7 +367,8 @@ inline try_push(res, granted) {
           if
           :: tail == t && !closed && gate == g -> tail = t + 1; claimed = 1;
              /* no barging: an ungranted claim only when no sender waits */
-             assert(granted || (qlen[SEND] == 0 && fast[SEND] == 0 && grants == 0))
+             assert(granted || (qlen[SEND] == 0 && fast[SEND] == 0 && grants == 0 &&
+                                RESERVED == 0))
           :: else -> claimed = 0
           fi
         };
@@ -395,12 +465,6 @@ inline wake_receivers(res, seen) {
 #define SEEN(q) flag[q]
 #endif
 
-/* ChannelWaiters::grant_done: a woken sender's granted push succeeded or
- * found the channel closed. */
-inline grant_done() {
-  lock(SEND); grants--; clear_if_empty(SEND); unlock(SEND)
-}
-
 /* ChannelWaiters::drop_grant: a woken sender gives its grant up unused. */
 inline drop_grant() {
   lock(SEND);
@@ -413,7 +477,7 @@ inline drop_grant() {
 }
 
 /* ChannelWaiters::enqueue with the operation's attempt as the re-check. */
-inline enqueue(q, me, queued, regrant) {
+inline enqueue(q, me, queued, regrant, rsv) {
   lock(q);
   if :: regrant -> grants-- :: else -> skip fi;
   flag[q] = 1;                                     /* R1 */
@@ -427,7 +491,14 @@ inline enqueue(q, me, queued, regrant) {
 #endif
      if
      :: regrant || c || (grants == 0 && qlen[q] == 0 && fast[q] == 0) ->
+#ifdef PERMIT
+        if
+        :: rsv -> reserve_locked(res)              /* a reserve's re-check */
+        :: else -> try_push(res, 1)
+        fi
+#else
         try_push(res, 1)                           /* the oldest: granted re-check */
+#endif
      :: else -> skip
      fi
   fi;
@@ -504,17 +575,24 @@ inline cancel(q, me) {
 proctype producer(byte me) {
   byte sent = 0, res, t, h, s, w, k;
   bit claimed, pre, queued, woken, c, g, regrant;
+#ifdef PERMIT
+  byte p;
+  bit room;
+#endif
   do
   :: sent == NV -> break
   :: else ->
      if
-     :: woken -> try_push(res, 1)
+     :: woken ->                                   /* retry_granted: under the lock, */
+        lock(SEND);                                /* ending the grant if it completes */
+        try_push(res, 1);
+        if :: res != NOTNOW -> grants--; clear_if_empty(SEND) :: else -> skip fi;
+        unlock(SEND)
      :: else -> try_push(res, 0)
      fi;
      if
      :: res == DONE || res == DONE_CLOSING ->
-        wake_receivers(res, SEEN(RECV));           /* in attempt() */
-        if :: woken -> grant_done() :: else -> skip fi;
+        wake_receivers(res, SEEN(RECV));           /* in attempt(), or after the lock */
 #ifndef NO_PASS_ON
         if
         :: woken ->                                /* pass_on_after_woken_send */
@@ -525,16 +603,14 @@ proctype producer(byte me) {
         fi;
 #endif
         woken = 0; sent++; atomic { sent_total++ }
-     :: res == CLOSED ->
-        if :: woken -> grant_done() :: else -> skip fi;
-        break
+     :: res == CLOSED -> break
      :: res == NOTNOW ->
         regrant = woken; woken = 0;
         if
         :: regrant && cancels > 0 ->               /* destroyed holding the grant */
            atomic { cancels-- }; drop_grant(); regrant = 0
         :: true ->
-           enqueue(SEND, me, queued, regrant); regrant = 0;
+           enqueue(SEND, me, queued, regrant, 0); regrant = 0;
            if
            :: !queued && res == CLOSED -> break
            :: !queued && res != CLOSED ->
@@ -551,11 +627,134 @@ proctype producer(byte me) {
   od
 }
 
+#ifdef PERMIT
+/* ChannelWaiters::release_reserved(1): a permit given back unused; the
+ * slot goes to the oldest waiter, with a grant. */
+inline release_reserved() {
+  lock(SEND);
+  reserved--;
+  pop_oldest(SEND);
+  if :: w != 0 -> grants++; state[w] = NOTIFIED :: else -> skip fi;
+  clear_if_empty(SEND);
+  unlock(SEND);
+  w = 0; k = 0
+}
+
+/* Channel::push_reserved: the permit's claim, lock-free, past the gate. The
+ * reservation guarantees the slot at the tail is free, or being read by a
+ * receive that has claimed it (then it spins: retries): asserted. */
+inline push_reserved(res) {
+  res = NOTNOW;
+  do
+  :: atomic { t = tail; c = closed };
+     if
+     :: c -> res = CLOSED; break
+     :: else -> skip
+     fi;
+     s = stamp[t % CAP];
+     if
+     :: s == 2 * t ->
+        atomic {
+          if
+          :: tail == t && !closed -> tail = t + 1; claimed = 1
+          :: else -> claimed = 0
+          fi
+        };
+        if
+        :: claimed ->
+           stamp[t % CAP] = 2 * t + 1;             /* publish: C1 */
+           res = DONE; claimed = 0;
+           if :: closed -> res = DONE_CLOSING :: else -> skip fi;
+           break
+        :: else -> skip
+        fi
+     :: s != 2 * t ->
+        /* stale tail, or a receive still reading the slot; never a full ring */
+        assert(tail != t || (t >= CAP && s == 2 * (t - CAP) + 1 && head + CAP > t))
+     fi
+  od;
+  t = 0; s = 0; c = 0
+}
+
+/* The permit user (-DPERMIT=n, in place of producer 1): each value goes
+ * through reserve() (a first attempt as the oldest, try_as_oldest; else
+ * queued with the senders, re-checking with reserve_locked, retrying under
+ * the lock when woken, re-queued at the front without room) and then
+ * permit.send (push_reserved, then the reservation ends under the lock).
+ * Up to n permits are dropped unused instead (release_reserved), the value
+ * then going through the next reserve. */
+proctype permit_user(byte me) {
+  byte sent = 0, res, t, h, s, w, k, p;
+  bit claimed, pre, queued, woken, c, g, regrant, room;
+  do
+  :: sent == NV -> break
+  :: else ->
+     regrant = 0;
+     lock(SEND);                                   /* try_as_oldest */
+     atomic { gate = 1; c = closed };
+     res = NOTNOW;
+     if
+     :: c || (grants == 0 && qlen[SEND] == 0 && fast[SEND] == 0) -> reserve_locked(res)
+     :: else -> skip
+     fi;
+     clear_if_empty(SEND);
+     unlock(SEND);
+     do
+     :: res != NOTNOW -> break
+     :: else ->
+        enqueue(SEND, me, queued, regrant, 1); regrant = 0;
+        if
+        :: !queued -> skip                         /* the re-check completed it */
+        :: queued ->
+           (state[me] == NOTIFIED); state[me] = IDLE;
+           lock(SEND);                             /* retry_granted */
+           reserve_locked(res);
+           if :: res != NOTNOW -> grants--; clear_if_empty(SEND) :: else -> regrant = 1 fi;
+           unlock(SEND);
+#ifndef NO_PASS_ON
+           if
+           :: res == DONE ->                       /* pass_on_after_woken_send */
+              atomic { t = tail; c = closed }; s = stamp[t % CAP];
+              if :: !c && s == 2 * t -> wake_one(SEND, flag[SEND]) :: else -> skip fi;
+              t = 0; s = 0; c = 0
+           :: else -> skip
+           fi
+#endif
+        fi
+     od;
+     if
+     :: res == CLOSED -> break
+     :: else -> skip
+     fi;
+     if
+     :: drops > 0 -> drops--; release_reserved()   /* dropped unused */
+     :: true ->
+        push_reserved(res);
+        if
+        :: res == CLOSED -> release_reserved(); break
+        :: else ->
+#ifdef NO_USED_WAKE
+           lock(SEND); reserved--; clear_if_empty(SEND); unlock(SEND);
+#else
+           release_reserved();                     /* the reservation ends, waking */
+#endif
+           wake_receivers(res, SEEN(RECV));
+           sent++; atomic { sent_total++ }
+        fi
+     fi
+  od
+}
+#endif
+
 /* Consumer `me`: QUOTA values, or (CLOSE) until the channel is closed and
  * drained. */
 proctype consumer(byte me) {
   byte got = 0, res, t, h, s, w, k;
   bit claimed, pre, queued, woken, c, g;
+#ifdef PERMIT
+  byte p;
+  bit room;
+#endif
   do
 #ifndef CLOSE
   :: got == QUOTA -> break
@@ -577,7 +776,7 @@ proctype consumer(byte me) {
         woken = 0; got++; atomic { received++ }
      :: res == CLOSED -> break
      :: res == NOTNOW ->
-        enqueue(RECV, me, queued, 0);
+        enqueue(RECV, me, queued, 0, 0);
         if
         :: !queued && res == CLOSED -> break
         :: !queued && res == DONE ->
@@ -624,6 +823,9 @@ init {
     :: else -> break
     od;
     i = 1;
+#ifdef PERMIT
+    run permit_user(i); i++;
+#endif
     do
     :: i <= NP -> run producer(i); i++
     :: else -> break

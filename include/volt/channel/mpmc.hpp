@@ -6,6 +6,19 @@
 //   // consumers (any number; Receiver is copyable):
 //   while (std::optional<Job> job = co_await rx.recv()) run(*job);  // nullopt: closed, drained
 //
+//   // two-phase send: hold a slot, then send through it without waiting
+//   volt::Expected<volt::mpmc::Permit<Job>> permit = co_await tx.reserve();
+//   if (permit) (void)permit->send(make_job());      // or drop it: the slot goes back
+//   auto three = co_await tx.reserve_many(3);          // Expected<PermitIterator<Job>>
+//   // a batch per wake-up; 0: closed and drained
+//   std::vector<Job> batch;
+//   while (co_await rx.recv_many(batch, 64) != 0) { run_all(batch); batch.clear(); }
+//   // a bounded send that hands the value back on timeout
+//   volt::SendResult<Job> r = co_await tx.send_timeout(std::move(job), 100ms);
+//   if (!r && r.error() == volt::errc::timed_out) retry_later(r.take_back());
+//   co_await tx.closed();                              // every receiver is gone
+//   std::size_t free = tx.capacity(), bound = tx.max_capacity();
+//
 // Guarantees:
 //  - Every value sent is received exactly once, by one receiver. Values from
 //    one sender arrive in the order it sent them.
@@ -32,12 +45,32 @@
 //  - Closing: close() on either handle, or the last Sender destroyed: sends
 //    fail with errc::closed (the value handed back); receivers take what is
 //    left and then get std::nullopt (try_recv: errc::closed). The last
-//    Receiver destroyed closes it too: a send fails at once.
-//  - The channel is freed with its last handle, with any values still in it.
+//    Receiver destroyed closes it too: a send fails at once, a waiting
+//    sender is woken with errc::closed and its value back, and the values
+//    still buffered are destroyed then, by that Receiver's destructor
+//    (Tokio's rule), not when the last Sender goes.
+//  - The channel is freed with its last handle.
+//  - Two-phase send (reserve / try_reserve / reserve_many, Permit,
+//    PermitIterator; contracts below): a permit holds a slot without
+//    claiming a ring position, so receivers never wait on a reserved slot;
+//    reserve() waits in the senders' FIFO queue; permit.send never waits.
+//    While no permit is held, try_send / try_recv are as above (the held
+//    slots are counted under the senders' lock, and the gate bit, set while
+//    any slot is reserved, routes pushes there only then; the argument is
+//    in volt/detail/channel_waiters.hpp, "Reservations").
+//  - recv_many(out, limit): recv() for the first value, then up to limit - 1
+//    more ready values, one wake-up; send_timeout(v, d): send() bounded in
+//    time, the value handed back on timeout (errc::timed_out); closed():
+//    waits without allocating until the channel is closed; capacity(): free
+//    slots now (values and reserved slots subtracted; a snapshot under
+//    concurrency), max_capacity(): the bound it was made with.
 //
 // Bad input:
 //  - capacity 0 or above kMaxCapacity: throws volt::Error(errc::invalid_argument)
 //    (there is no rendezvous channel; Tokio refuses 0 as well).
+//  - reserve_many / try_reserve_many(n) with n > max_capacity():
+//    errc::invalid_argument (it could never be satisfied; Tokio's rule).
+//    n == 0: an empty PermitIterator at once.
 //  - A moved-from Sender or Receiver behaves as one of a closed channel:
 //    sends fail with errc::closed, receives return nullopt / errc::closed.
 //  - recv_blocking / send_blocking on a runtime thread:
@@ -61,6 +94,7 @@
 
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -69,15 +103,18 @@
 #include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "volt/channel/send_result.hpp"
 #include "volt/detail/blocking_wait.hpp"
 #include "volt/detail/channel_waiters.hpp"
 #include "volt/detail/spin_lock.hpp"
+#include "volt/detail/spin_wait.hpp"
 #include "volt/detail/task_header.hpp"
 #include "volt/error.hpp"
 #include "volt/expected.hpp"
 #include "volt/task/join_handle.hpp"
+#include "volt/time/timeout.hpp"
 
 namespace volt::mpmc {
 
@@ -140,6 +177,13 @@ class Channel {
       if (word & mark_bit_) return RingResult::kClosed;
       if (!kGranted && (word & send_gate_bit_)) return RingResult::kNotNow;
       const std::uint64_t tail = word & ~send_gate_bit_;
+      if constexpr (kGranted) {
+        // Past the gate, under the senders' lock (every granted push is):
+        // leave room for the slots permits hold (channel_waiters.hpp,
+        // "Reservations"). Nothing reserved: the check is skipped.
+        const std::uint64_t reserved = send_waiters_.reserved();
+        if (reserved != 0 && !room_for(tail, reserved + 1)) return RingResult::kNotNow;
+      }
       Slot& slot = slots_[tail & (mark_bit_ - 1)];
       // seq_cst: R2 of the Dekker pair when this is a waiting sender's
       // re-check; otherwise an acquire (the receive that freed the slot
@@ -182,6 +226,150 @@ class Channel {
       }
       // (stamp beyond tail: another sender took tail; reload it.)
       word = tail_.load(std::memory_order_relaxed);
+    }
+  }
+
+  // A permit's send: claims the position its reservation kept room for
+  // (lock-free, past the gate). The room is there (see room_for's
+  // invariant), but the previous lap's receive at the tail slot may still
+  // be reading it: spin until it has finished (it is a few instructions
+  // from done unless its thread was preempted; SpinWait yields then).
+  RingResult push_reserved(T& value) noexcept {
+    volt::detail::SpinWait backoff;
+    std::uint64_t word = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (word & mark_bit_) return RingResult::kClosed;
+      const std::uint64_t tail = word & ~send_gate_bit_;
+      Slot& slot = slots_[tail & (mark_bit_ - 1)];
+      // seq_cst: the acquire of the receive that freed the slot, as in
+      // try_push (which also explains the orders below).
+      const std::uint64_t stamp = slot.stamp.load(std::memory_order_seq_cst);
+      if (stamp == tail) {
+        if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
+                                        std::memory_order_relaxed, std::memory_order_relaxed)) {
+          ::new (slot.storage) T(std::move(value));
+          // seq_cst: publishes the value, C1 of the receivers' Dekker pair.
+          slot.stamp.store(tail + 1, std::memory_order_seq_cst);
+          // seq_cst: the closing check of try_push.
+          if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
+          return RingResult::kDone;
+        }
+        continue;
+      }
+      // stamp + one_lap_ == tail + 1: a receive is still reading the slot
+      // (the reservation rules out a full ring). Otherwise the tail moved.
+      if (stamp + one_lap_ == tail + 1) backoff.once();
+      word = tail_.load(std::memory_order_relaxed);
+    }
+  }
+
+  // Permit::send: the value goes into the slot reserved for it; the
+  // reservation ends either way (closed: the value handed back).
+  SendResult<T> send_reserved(T& value) {
+    const RingResult pushed = push_reserved(value);
+    if (pushed == RingResult::kClosed) {
+      send_waiters_.release_reserved(1);
+      return SendResult<T>(errc::closed, std::move(value));
+    }
+    // After the claim (the reservation counted until the slot is taken);
+    // wakes the oldest waiting sender, which a check made meanwhile may
+    // have sent back to the queue (channel_waiters.hpp, "Reservations").
+    send_waiters_.release_reserved(1);
+    wake_receivers(pushed);
+    return SendResult<T>();
+  }
+
+  // try_send's second look when its push met the gate while slots are
+  // reserved (the gate is then set for the permits, not necessarily for
+  // waiting senders): a granted push under the senders' lock, which counts
+  // the reserved slots, if no sender waits (no barging). So a held permit
+  // costs try_send the lock, not its room.
+  RingResult try_push_past_permits(T& value) noexcept {
+    struct Attempt {
+      Channel* channel;
+      T* value;
+      RingResult result = RingResult::kNotNow;
+      static bool run(void* self) {
+        auto& a = *static_cast<Attempt*>(self);
+        a.result = a.channel->template try_push<true>(*a.value);
+        return a.result != RingResult::kNotNow;
+      }
+    } attempt{this, &value};
+    send_waiters_.try_as_oldest(&Attempt::run, &attempt);
+    return attempt.result;
+  }
+  bool has_reserved() const noexcept { return send_waiters_.reserved() != 0; }
+
+  // try_reserve's attempt: without barging past waiting senders (the gate
+  // set meanwhile, see ChannelWaiters::try_as_oldest).
+  RingResult try_reserve(std::uint64_t n) noexcept {
+    struct Attempt {
+      Channel* channel;
+      std::uint64_t n;
+      RingResult result = RingResult::kNotNow;
+      static bool run(void* self) {
+        auto& a = *static_cast<Attempt*>(self);
+        a.result = a.channel->reserve_locked(a.n);
+        return a.result != RingResult::kNotNow;
+      }
+    } attempt{this, n};
+    send_waiters_.try_as_oldest(&Attempt::run, &attempt);
+    return attempt.result;
+  }
+
+  // Under the senders' lock (a re-check or an attempt of ChannelWaiters):
+  // reserves n slots if the ring has room for them beyond those already
+  // reserved. kClosed once the channel is closed.
+  RingResult reserve_locked(std::uint64_t n) noexcept {
+    // seq_cst: after R1 / the gate's fetch_or (as the push's re-check).
+    const std::uint64_t word = tail_.load(std::memory_order_seq_cst);
+    if (word & mark_bit_) return RingResult::kClosed;
+    if (!room_for(word & ~send_gate_bit_, send_waiters_.reserved() + n)) return RingResult::kNotNow;
+    send_waiters_.add_reserved_locked(n);
+    return RingResult::kDone;
+  }
+
+  // Under the senders' lock, with the gate set: whether k values fit from
+  // position `tail` on, i.e. the position k - 1 past it was freed by the
+  // previous lap's receive, or is claimed by a receive still reading it
+  // (tail - head + k <= capacity, head counting claimed receives). The
+  // seq_cst stamp load is R2 of the senders' Dekker pair when this is a
+  // re-check: the receive that freed that slot stored the stamp (C1) before
+  // looking for waiters. Only permits' sends claim positions concurrently,
+  // all below tail + reserved, so the slot looked at is not one of theirs.
+  bool room_for(std::uint64_t tail, std::uint64_t k) const noexcept {
+    if (k == 0) return true;
+    if (k > capacity_) return false;
+    const std::uint64_t p = position(tail) + (k - 1);
+    const std::uint64_t stamp_free = (p / capacity_) * one_lap_ + p % capacity_;
+    const std::uint64_t stamp = slots_[p % capacity_].stamp.load(std::memory_order_seq_cst);
+    if (stamp == stamp_free) return true;
+    if (stamp + one_lap_ != stamp_free + 1) return false;
+    // The previous lap's value, unless a receive has claimed it. relaxed: a
+    // stale head only says "no room", and that receive wakes a waiter once
+    // it has freed the slot.
+    return position(head_.load(std::memory_order_relaxed)) + capacity_ > p;
+  }
+
+  // The last receiver is gone (closed): destroys every value still in the
+  // ring at once (Tokio's rule) rather than with the last handle. A send
+  // claimed before the close mark may still be writing its slot: wait for
+  // it (nothing can claim after the mark).
+  void drain() noexcept {
+    volt::detail::SpinWait backoff;
+    std::optional<T> value;
+    for (;;) {
+      switch (try_pop(value)) {
+        case RingResult::kDone:
+        case RingResult::kDoneClosing:
+          value.reset();
+          break;
+        case RingResult::kNotNow:
+          backoff.once();
+          break;
+        case RingResult::kClosed:
+          return;
+      }
     }
   }
 
@@ -238,11 +426,24 @@ class Channel {
     if (before & mark_bit_) return false;
     recv_waiters_.wake_all();
     send_waiters_.wake_all();
+    closed_waiters_.wake_all();
     return true;
   }
   bool is_closed() const noexcept { return tail_.load(std::memory_order_acquire) & mark_bit_; }
+  // seq_cst: R2 of Sender::Closed's re-check (close()'s fetch_or is C1; its
+  // wake_all takes the lock, so no flag is read: either the re-check, made
+  // under that lock, sees the mark, or wake_all finds the waiter queued).
+  bool is_closed_seq_cst() const noexcept {
+    return tail_.load(std::memory_order_seq_cst) & mark_bit_;
+  }
 
   std::size_t capacity() const noexcept { return capacity_; }
+  // Free slots: capacity minus values in the ring minus reserved slots (a
+  // snapshot under concurrency, as len()).
+  std::size_t free_slots() const noexcept {
+    const std::uint64_t used = len() + send_waiters_.reserved();
+    return used >= capacity_ ? 0 : static_cast<std::size_t>(capacity_ - used);
+  }
   std::size_t len() const noexcept {
     // Two loads: exact when nothing runs concurrently, a snapshot otherwise.
     const std::uint64_t tail = tail_.load(std::memory_order_acquire) & ~flags();
@@ -292,6 +493,7 @@ class Channel {
 
   volt::detail::ChannelWaiters& recv_waiters() noexcept { return recv_waiters_; }
   volt::detail::ChannelWaiters& send_waiters() noexcept { return send_waiters_; }
+  volt::detail::ChannelWaiters& closed_waiters() noexcept { return closed_waiters_; }
 
   // Handles. refs_ counts both kinds; the channel is freed with the last.
   void add_sender() noexcept {
@@ -308,7 +510,10 @@ class Channel {
     drop_ref();
   }
   void drop_receiver() noexcept {
-    if (receivers_.fetch_sub(1, std::memory_order_acq_rel) == 1) close();
+    if (receivers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      close();
+      drain();  // the values go now, not with the last sender (Tokio's rule)
+    }
     drop_ref();
   }
 
@@ -353,9 +558,134 @@ class Channel {
   std::atomic<std::uint32_t> refs_{2};
   alignas(64) volt::detail::ChannelWaiters recv_waiters_;
   alignas(64) volt::detail::ChannelWaiters send_waiters_;
+  // Sender::closed() waiters (not gated): woken by close().
+  volt::detail::ChannelWaiters closed_waiters_;
 };
 
 }  // namespace detail
+
+// One slot of a bounded channel, held for one value (Sender::reserve /
+// try_reserve; Tokio's Permit).
+//
+//   volt::Expected<volt::mpmc::Permit<Job>> permit = co_await tx.reserve();  // waits for room
+//   if (!permit) return;                      // errc::closed: nobody will receive
+//   Job job = build_job();                    // the slot is ours meanwhile
+//   volt::SendResult<Job> sent = permit->send(std::move(job));  // never waits, never full
+//
+// Guarantees:
+//  - send(value) never waits for room and never fails for lack of it: the
+//    slot was counted out of the ring's capacity when the permit was made.
+//    It is lock-free but for a short critical section on the senders' spin
+//    lock (the reservation count), and it may spin while the receive that
+//    last used the slot finishes reading it. The value is delivered like a
+//    try_send's (in the order of the sends, not of the reservations).
+//  - Destroying an unused permit gives the slot back at once and wakes the
+//    oldest waiting sender (send or reserve), which holds it from then.
+//  - A held permit does not block receivers: the ring position is claimed
+//    only by send (channel_waiters.hpp, "Reservations").
+//  - Closing: send on a permit of a closed channel (close(), the last
+//    Sender or the last Receiver gone) hands the value back with
+//    errc::closed. (Tokio lets a permit still send after Receiver::close;
+//    volt closes permits too, so a receiver that saw the end never misses a
+//    value sent later.)
+//  - A permit borrows its channel through the Sender it came from (as
+//    Tokio's Permit<'_, T>): the Sender must outlive it.
+//
+// Bad input: send on a used or moved-from permit: errc::closed, the value
+// handed back.
+template <class T>
+class [[nodiscard]] Permit {
+ public:
+  Permit() noexcept = default;
+  Permit(Permit&& other) noexcept : channel_(std::exchange(other.channel_, nullptr)) {}
+  Permit& operator=(Permit&& other) noexcept {
+    if (this != &other) {
+      release();
+      channel_ = std::exchange(other.channel_, nullptr);
+    }
+    return *this;
+  }
+  Permit(const Permit&) = delete;
+  Permit& operator=(const Permit&) = delete;
+  ~Permit() { release(); }
+
+  // Sends through the slot (consumes the permit).
+  SendResult<T> send(T value) {
+    detail::Channel<T>* channel = std::exchange(channel_, nullptr);
+    if (channel == nullptr) return SendResult<T>(errc::closed, std::move(value));
+    return channel->send_reserved(value);
+  }
+  // Whether it still holds a slot.
+  explicit operator bool() const noexcept { return channel_ != nullptr; }
+
+ private:
+  template <class U>
+  friend class Sender;
+  template <class U>
+  friend class PermitIterator;
+  explicit Permit(detail::Channel<T>* channel) noexcept : channel_(channel) {}
+  void release() noexcept {
+    if (channel_ != nullptr) std::exchange(channel_, nullptr)->send_waiters().release_reserved(1);
+  }
+  detail::Channel<T>* channel_ = nullptr;
+};
+
+// n slots held at once (Sender::reserve_many / try_reserve_many; Tokio's
+// PermitIterator). Each send(value) uses one (as Permit::send); next()
+// hands one out as a Permit. The slots still held when it is destroyed are
+// given back at once, waking as many waiting senders.
+//
+//   auto permits = co_await tx.reserve_many(3);          // Expected<PermitIterator<Job>>
+//   if (permits) for (Job& j : batch) (void)permits->send(std::move(j));
+//
+// Bad input: send with no slot left (or moved-from): errc::full, the value
+// handed back; next() with none left: an empty Permit. Borrows the Sender,
+// as Permit. Closing: as Permit (errc::closed, value back, slot consumed).
+template <class T>
+class [[nodiscard]] PermitIterator {
+ public:
+  PermitIterator() noexcept = default;
+  PermitIterator(PermitIterator&& other) noexcept
+      : channel_(other.channel_), remaining_(std::exchange(other.remaining_, 0)) {}
+  PermitIterator& operator=(PermitIterator&& other) noexcept {
+    if (this != &other) {
+      release();
+      channel_ = other.channel_;
+      remaining_ = std::exchange(other.remaining_, 0);
+    }
+    return *this;
+  }
+  PermitIterator(const PermitIterator&) = delete;
+  PermitIterator& operator=(const PermitIterator&) = delete;
+  ~PermitIterator() { release(); }
+
+  // The slots still held.
+  std::size_t len() const noexcept { return remaining_; }
+  bool empty() const noexcept { return remaining_ == 0; }
+  // Sends through one of the slots.
+  SendResult<T> send(T value) {
+    if (remaining_ == 0) return SendResult<T>(errc::full, std::move(value));
+    --remaining_;
+    return channel_->send_reserved(value);
+  }
+  // One slot as a Permit of its own (empty if none is left).
+  Permit<T> next() noexcept {
+    if (remaining_ == 0) return Permit<T>();
+    --remaining_;
+    return Permit<T>(channel_);
+  }
+
+ private:
+  template <class U>
+  friend class Sender;
+  PermitIterator(detail::Channel<T>* channel, std::size_t n) noexcept
+      : channel_(channel), remaining_(n) {}
+  void release() noexcept {
+    if (remaining_ != 0) channel_->send_waiters().release_reserved(std::exchange(remaining_, 0));
+  }
+  detail::Channel<T>* channel_ = nullptr;
+  std::size_t remaining_ = 0;
+};
 
 // The sending side; copies are more senders of the same channel.
 template <class T>
@@ -378,7 +708,13 @@ class Sender {
   // the value handed back.
   SendResult<T> try_send(T value) {
     if (!channel_) return SendResult<T>(errc::closed, std::move(value));
-    switch (const detail::RingResult pushed = channel_->try_push(value)) {
+    detail::RingResult pushed = channel_->try_push(value);
+    // Full, or the gate is set: with slots reserved (a relaxed snapshot; a
+    // permit just given back may make this one try_send report full, as a
+    // sender registering does), look again under the lock.
+    if (pushed == detail::RingResult::kNotNow && channel_->has_reserved())
+      pushed = channel_->try_push_past_permits(value);
+    switch (pushed) {
       case detail::RingResult::kDone:
       case detail::RingResult::kDoneClosing:
         channel_->wake_receivers(pushed);
@@ -445,6 +781,23 @@ class Sender {
     }
 
    private:
+    friend class Sender;
+    // SendTimeout, after the timeout fired with this operation unfinished
+    // (an lvalue operand keeps its place): withdraws the wait (a grant it
+    // was woken with passes on) and reports how it ended: sent (it may have
+    // completed in the same poll), closed, or `why` with the value back.
+    SendResult<T> withdraw(errc why) {
+      if (phase_ == kQueued) {
+        channel_->send_waiters().cancel(&waiter_);
+      } else if (holds_grant_) {
+        channel_->send_waiters().drop_grant();
+      }
+      holds_grant_ = false;
+      const Phase phase = std::exchange(phase_, kStart);
+      if (phase == kSent) return SendResult<T>();
+      return SendResult<T>(phase == kClosed ? errc::closed : why, std::move(value_));
+    }
+
     enum Phase : std::uint8_t { kStart, kYielding, kQueued, kSent, kClosed };
     // wake_receiver false: called as the re-check, under the send side's
     // lock; the receivers' lock must not be taken there (a receiver's
@@ -490,12 +843,17 @@ class Sender {
       if (!waiter_.notified()) return false;
       waiter_.state.store(volt::detail::ChannelWaiter::kIdle, std::memory_order_relaxed);
       // Woken with a grant: a slot freed for it (no try_send can take it).
-      if (!attempt(true, true)) {
+      // The granted push runs under the senders' lock (ordered against
+      // reservations, see channel_waiters.hpp), which ends the grant if the
+      // push completed; the receivers are woken after the lock.
+      if (!channel_->send_waiters().retry_granted(&recheck, this)) {
         holds_grant_ = true;  // re-queued at the front by enqueue()
         return false;
       }
-      channel_->send_waiters().grant_done();
-      if (phase_ == kSent) channel_->pass_on_after_woken_send();
+      if (phase_ == kSent) {
+        channel_->wake_receivers(pushed_);
+        channel_->pass_on_after_woken_send();
+      }
       return true;
     }
     // The ResumeSlot check (called out of line by the task's poll; the task
@@ -555,10 +913,8 @@ class Sender {
       while (!waiter.notified())
         volt::detail::park_current_thread();
       woken = true;
-      if (Attempt::recheck(&attempt)) {
-        channel_->send_waiters().grant_done();
-        break;
-      }
+      // The granted retry, under the senders' lock (see Send).
+      if (channel_->send_waiters().retry_granted(&Attempt::recheck, &attempt)) break;
       regrant = true;  // no room yet: back to the front, keeping the turn
     }
     if (attempt.result == detail::RingResult::kClosed)
@@ -568,12 +924,292 @@ class Sender {
     return SendResult<T>();
   }
 
+  // co_await tx.send_timeout(v, 100ms): send() bounded in time; on timeout
+  // the value is handed back, SendResult with errc::timed_out (unlike
+  // timeout(d, tx.send(v)), which destroys it). A send that completes in
+  // the same poll as the deadline wins. Not movable: await it where it is
+  // made (or hold it as an lvalue). The timer lives in it; the wait is run
+  // as a timeout's branch (volt/time/timeout.hpp: one recycled frame).
+  class [[nodiscard]] SendTimeout {
+   public:
+    SendTimeout(detail::Channel<T>* channel, T&& value, Duration d)
+        : send_(channel, std::move(value)), timeout_(send_, d) {}
+    SendTimeout(const SendTimeout&) = delete;
+    SendTimeout& operator=(const SendTimeout&) = delete;
+
+    bool await_ready() { return timeout_.await_ready(); }
+    bool await_suspend(std::coroutine_handle<> self) { return timeout_.await_suspend(self); }
+    SendResult<T> await_resume() {
+      Expected<SendResult<T>> done = timeout_.await_resume();
+      if (done) return std::move(*done);
+      return send_.withdraw(errc::timed_out);
+    }
+
+   private:
+    Send send_;               // destroyed after timeout_ (declared first)
+    Timeout<Send&> timeout_;  // holds send_ by reference
+  };
+  template <class Rep, class Period>
+  SendTimeout send_timeout(T value, std::chrono::duration<Rep, Period> d) {
+    return SendTimeout(channel_, std::move(value), volt::detail::saturate_ns(d));
+  }
+
+  // Two-phase send (Tokio's reserve): a Permit holds a slot until it sends
+  // through it (never waiting) or is destroyed (the slot given back).
+  //
+  // try_reserve(): a Permit if there is a free slot now and no sender is
+  // waiting (no barging, as try_send); errc::full, or errc::closed.
+  Expected<Permit<T>> try_reserve() {
+    if (!channel_) return Expected<Permit<T>>(errc::closed);
+    switch (channel_->try_reserve(1)) {
+      case detail::RingResult::kDone:
+        return Expected<Permit<T>>(Permit<T>(channel_));
+      case detail::RingResult::kClosed:
+        return Expected<Permit<T>>(errc::closed);
+      default:
+        return Expected<Permit<T>>(errc::full);
+    }
+  }
+  // try_reserve_many(n): n slots at once, all or none. n > max_capacity():
+  // errc::invalid_argument; n == 0: an empty PermitIterator (errc::closed if
+  // closed).
+  Expected<PermitIterator<T>> try_reserve_many(std::size_t n) {
+    if (!channel_) return Expected<PermitIterator<T>>(errc::closed);
+    if (n > channel_->capacity()) return Expected<PermitIterator<T>>(errc::invalid_argument);
+    if (n == 0) {
+      if (channel_->is_closed()) return Expected<PermitIterator<T>>(errc::closed);
+      return Expected<PermitIterator<T>>(PermitIterator<T>());
+    }
+    switch (channel_->try_reserve(n)) {
+      case detail::RingResult::kDone:
+        return Expected<PermitIterator<T>>(PermitIterator<T>(channel_, n));
+      case detail::RingResult::kClosed:
+        return Expected<PermitIterator<T>>(errc::closed);
+      default:
+        return Expected<PermitIterator<T>>(errc::full);
+    }
+  }
+
+  // co_await tx.reserve() / tx.reserve_many(n): waits for room as send()
+  // does, in the same FIFO queue (a slot freed while senders wait goes to
+  // the oldest of them, send or reserve; no barging). Expected<Permit<T>> /
+  // Expected<PermitIterator<T>>: errc::closed if the channel closes first;
+  // reserve_many(n > max_capacity()): errc::invalid_argument at once (Tokio
+  // refuses it too: it could never be satisfied); n == 0: an empty
+  // PermitIterator at once. Cancel-safe: destroyed while waiting, it holds
+  // nothing (a grant it was woken with passes on); destroyed after it
+  // reserved but before the co_await resumed, it gives the slots back.
+  // Waiting allocates nothing. A reserve_many waiting at the front of the
+  // queue holds back the senders behind it until n slots are free (FIFO).
+  template <bool kMany>
+  class [[nodiscard]] ReserveOp {
+   public:
+    using Output = std::conditional_t<kMany, PermitIterator<T>, Permit<T>>;
+    ReserveOp(detail::Channel<T>* channel, std::size_t n) noexcept : channel_(channel), n_(n) {}
+    ReserveOp(const ReserveOp&) = delete;
+    ReserveOp& operator=(const ReserveOp&) = delete;
+    // Before it is awaited only (e.g. moved into a timeout or select).
+    ReserveOp(ReserveOp&& other) noexcept : channel_(other.channel_), n_(other.n_) {}
+    ~ReserveOp() {
+      if (phase_ == kQueued) {
+        channel_->send_waiters().cancel(&waiter_);
+      } else if (holds_grant_) {
+        channel_->send_waiters().drop_grant();
+      } else if (phase_ == kReserved && n_ != 0) {
+        channel_->send_waiters().release_reserved(n_);  // reserved, never resumed
+      }
+    }
+
+    bool await_ready() {
+      if (phase_ == kQueued) return retry_if_notified();
+      if (!channel_) {
+        phase_ = kClosed;
+        return true;
+      }
+      if (n_ > channel_->capacity()) {
+        phase_ = kInvalid;
+        return true;
+      }
+      if (n_ == 0) {
+        phase_ = channel_->is_closed() ? kClosed : kReserved;
+        return true;
+      }
+      if (!volt::detail::coop_try_consume()) {
+        phase_ = kYielding;
+        return false;
+      }
+      return attempt();
+    }
+    bool await_suspend(std::coroutine_handle<> self) {
+      if (phase_ == kYielding) {
+        volt::detail::yield_current(self, &ready_check, this);
+        return true;
+      }
+      volt::detail::TaskHeader* task = volt::detail::suspend_current(self, &ready_check, this);
+      if (phase_ == kQueued) return !check(task);  // re-awaited while queued (see Send)
+      return enqueue(task);
+    }
+    Expected<Output> await_resume() {
+      const Phase phase = std::exchange(phase_, kStart);
+      if (phase == kReserved) {
+        if constexpr (kMany) {
+          return Expected<Output>(PermitIterator<T>(channel_, n_));
+        } else {
+          return Expected<Output>(Permit<T>(channel_));
+        }
+      }
+      return Expected<Output>(phase == kInvalid ? errc::invalid_argument : errc::closed);
+    }
+
+   private:
+    enum Phase : std::uint8_t { kStart, kYielding, kQueued, kReserved, kClosed, kInvalid };
+    bool finish(detail::RingResult reserved) noexcept {
+      switch (reserved) {
+        case detail::RingResult::kDone:
+          phase_ = kReserved;
+          return true;
+        case detail::RingResult::kClosed:
+          phase_ = kClosed;
+          return true;
+        default:
+          phase_ = kStart;
+          return false;
+      }
+    }
+    // A first attempt: only as the oldest (no barging), see try_reserve.
+    bool attempt() noexcept { return finish(channel_->try_reserve(n_)); }
+    bool enqueue(volt::detail::TaskHeader* task) noexcept {
+      waiter_.waker = volt::detail::make_task_waker(task);
+      const bool regrant = std::exchange(holds_grant_, false);
+      if (channel_->send_waiters().enqueue(&waiter_, &recheck, this, regrant)) {
+        phase_ = kQueued;
+        return true;
+      }
+      waiter_.waker = volt::detail::Waker();
+      return false;
+    }
+    // Under the senders' lock: the oldest registrant's re-check, or the
+    // granted retry of a woken one.
+    static bool recheck(void* self) noexcept {
+      auto* op = static_cast<ReserveOp*>(self);
+      return op->finish(op->channel_->reserve_locked(op->n_));
+    }
+    bool retry_if_notified() noexcept {
+      if (!waiter_.notified()) return false;
+      waiter_.state.store(volt::detail::ChannelWaiter::kIdle, std::memory_order_relaxed);
+      if (!channel_->send_waiters().retry_granted(&recheck, this)) {
+        holds_grant_ = true;  // re-queued at the front by enqueue()
+        return false;
+      }
+      // As a woken send: more room may be left for the next waiter.
+      if (phase_ == kReserved) channel_->pass_on_after_woken_send();
+      return true;
+    }
+    static bool ready_check(void* context) noexcept {
+      return static_cast<ReserveOp*>(context)->check(volt::detail::tls_context.current_task);
+    }
+    bool check(volt::detail::TaskHeader* task) noexcept {
+      switch (phase_) {
+        case kQueued:
+          if (retry_if_notified()) return true;
+          if (phase_ == kQueued) return false;  // not woken yet
+          break;                                // woken, but no room: queue again
+        case kYielding:
+          if (attempt()) return true;
+          break;
+        default:
+          return true;
+      }
+      return !enqueue(task);
+    }
+
+    detail::Channel<T>* channel_;
+    std::size_t n_;
+    volt::detail::ChannelWaiter waiter_;
+    Phase phase_ = kStart;
+    bool holds_grant_ = false;  // woken, no room yet, not yet queued again
+  };
+  using Reserve = ReserveOp<false>;
+  using ReserveMany = ReserveOp<true>;
+  Reserve reserve() noexcept { return Reserve(channel_, 1); }
+  ReserveMany reserve_many(std::size_t n) noexcept { return ReserveMany(channel_, n); }
+
+  // co_await tx.closed(): completes when the channel is closed, i.e. every
+  // Receiver is gone (or close() was called, or every Sender is gone). At
+  // once if it already is, or for a moved-from Sender. Waiting allocates
+  // nothing; cancel-safe (destroyed while waiting, it just leaves the
+  // queue). Borrows the Sender (which must outlive it).
+  class [[nodiscard]] Closed {
+   public:
+    explicit Closed(detail::Channel<T>* channel) noexcept : channel_(channel) {}
+    Closed(const Closed&) = delete;
+    Closed& operator=(const Closed&) = delete;
+    // Before it is awaited only.
+    Closed(Closed&& other) noexcept : channel_(other.channel_) {}
+    ~Closed() {
+      if (phase_ == kQueued) channel_->closed_waiters().cancel(&waiter_);
+    }
+
+    bool await_ready() noexcept {
+      if (phase_ == kQueued) return retry_if_notified();
+      return !channel_ || channel_->is_closed_seq_cst();
+    }
+    bool await_suspend(std::coroutine_handle<> self) {
+      volt::detail::TaskHeader* task = volt::detail::suspend_current(self, &ready_check, this);
+      if (phase_ == kQueued) return !check(task);
+      return enqueue(task);
+    }
+    void await_resume() noexcept { phase_ = kStart; }
+
+   private:
+    enum Phase : std::uint8_t { kStart, kQueued };
+    bool enqueue(volt::detail::TaskHeader* task) noexcept {
+      waiter_.waker = volt::detail::make_task_waker(task);
+      if (channel_->closed_waiters().enqueue(&waiter_, &recheck, this)) {
+        phase_ = kQueued;
+        return true;
+      }
+      waiter_.waker = volt::detail::Waker();
+      return false;
+    }
+    static bool recheck(void* self) noexcept {
+      return static_cast<Closed*>(self)->channel_->is_closed_seq_cst();
+    }
+    // Only close() wakes these waiters (and a cancelled woken one passing
+    // its wake-up on, which also happens only once closed).
+    bool retry_if_notified() noexcept {
+      if (!waiter_.notified()) return false;
+      waiter_.state.store(volt::detail::ChannelWaiter::kIdle, std::memory_order_relaxed);
+      phase_ = kStart;
+      return true;
+    }
+    static bool ready_check(void* context) noexcept {
+      return static_cast<Closed*>(context)->check(volt::detail::tls_context.current_task);
+    }
+    bool check(volt::detail::TaskHeader* task) noexcept {
+      if (phase_ != kQueued) return true;
+      if (retry_if_notified()) return true;
+      (void)task;
+      return false;
+    }
+
+    detail::Channel<T>* channel_;
+    volt::detail::ChannelWaiter waiter_;
+    Phase phase_ = kStart;
+  };
+  Closed closed() noexcept { return Closed(channel_); }
+
   // Closes the channel for every handle (see the contract at the top).
   void close() noexcept {
     if (channel_) channel_->close();
   }
   bool is_closed() const noexcept { return !channel_ || channel_->is_closed(); }
-  std::size_t capacity() const noexcept { return channel_ ? channel_->capacity() : 0; }
+  // Free slots now: max_capacity() minus the values in the channel minus
+  // the slots permits hold (Tokio's capacity()). A snapshot: exact when
+  // nothing runs concurrently; 0 for a moved-from Sender.
+  std::size_t capacity() const noexcept { return channel_ ? channel_->free_slots() : 0; }
+  // The capacity the channel was made with.
+  std::size_t max_capacity() const noexcept { return channel_ ? channel_->capacity() : 0; }
   bool same_channel(const Sender& other) const noexcept { return channel_ == other.channel_; }
 
  private:
@@ -720,6 +1356,68 @@ class Receiver {
   };
   Recv recv() noexcept { return Recv(channel_); }
 
+  // co_await rx.recv_many(out, limit): waits as recv() does for one value,
+  // then appends it and up to limit - 1 more values available now to `out`,
+  // in order, with one wake-up; returns how many it appended. 0: the channel
+  // is closed and drained, or limit == 0 (at once). Tokio's recv_many.
+  // Values move into `out` only when the co_await completes: a RecvMany
+  // destroyed while waiting takes nothing (as Recv). Room for
+  // min(limit, max_capacity()) more values is reserved in `out` before any
+  // value is taken (so no value is lost to a throwing growth; a vector kept
+  // across calls stops allocating); it may stop short of `limit` when more
+  // values than that arrived meanwhile. `out` must outlive the operation.
+  class [[nodiscard]] RecvMany {
+   public:
+    RecvMany(detail::Channel<T>* channel, std::vector<T>& out, std::size_t limit) noexcept
+        : channel_(channel), recv_(channel), out_(&out), limit_(limit) {}
+    RecvMany(const RecvMany&) = delete;
+    RecvMany& operator=(const RecvMany&) = delete;
+    // Before it is awaited only.
+    RecvMany(RecvMany&& other) noexcept
+        : channel_(other.channel_), recv_(other.channel_), out_(other.out_), limit_(other.limit_) {}
+
+    bool await_ready() {
+      if (limit_ == 0) return true;
+      if (!reserved_ && channel_ != nullptr) {
+        // Before anything is taken: a bad_alloc here loses nothing.
+        const std::size_t room = limit_ < channel_->capacity() ? limit_ : channel_->capacity();
+        out_->reserve(out_->size() + room);
+        reserved_ = true;
+      }
+      return recv_.await_ready();
+    }
+    bool await_suspend(std::coroutine_handle<> self) { return recv_.await_suspend(self); }
+    std::size_t await_resume() {
+      if (limit_ == 0) return 0;
+      reserved_ = false;
+      std::optional<T> first = recv_.await_resume();
+      if (!first) return 0;
+      out_->push_back(std::move(*first));  // within the reserved room: no throw
+      std::size_t taken = 1;
+      std::optional<T> value;
+      while (taken < limit_ && out_->size() < out_->capacity()) {
+        const detail::RingResult popped = channel_->try_pop(value);
+        if (popped != detail::RingResult::kDone && popped != detail::RingResult::kDoneClosing)
+          break;
+        out_->push_back(std::move(*value));
+        value.reset();
+        ++taken;
+        channel_->send_waiters().wake_one();  // a slot freed, as try_recv
+      }
+      return taken;
+    }
+
+   private:
+    detail::Channel<T>* channel_;
+    Recv recv_;
+    std::vector<T>* out_;
+    std::size_t limit_;
+    bool reserved_ = false;
+  };
+  RecvMany recv_many(std::vector<T>& out, std::size_t limit) noexcept {
+    return RecvMany(channel_, out, limit);
+  }
+
   // Blocks the calling (non-runtime) thread until a value arrives; nullopt
   // once the channel is closed and drained.
   std::optional<T> recv_blocking() {
@@ -761,7 +1459,9 @@ class Receiver {
   // The number of values in the channel (a snapshot under concurrency).
   std::size_t len() const noexcept { return channel_ ? channel_->len() : 0; }
   bool is_empty() const noexcept { return len() == 0; }
-  std::size_t capacity() const noexcept { return channel_ ? channel_->capacity() : 0; }
+  // As Sender's: free slots now (a snapshot), and the channel's capacity.
+  std::size_t capacity() const noexcept { return channel_ ? channel_->free_slots() : 0; }
+  std::size_t max_capacity() const noexcept { return channel_ ? channel_->capacity() : 0; }
 
  private:
   template <class U>

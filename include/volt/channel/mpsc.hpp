@@ -22,6 +22,8 @@
 //    Tokio's single consumer. Tokio's blocking_send / blocking_recv are
 //    send_blocking / recv_blocking; its Result<(), SendError<T>> is a
 //    SendResult<T> (errc::closed or errc::full, the value handed back).
+//    Its two-phase send is here too: mpsc::Permit / mpsc::PermitIterator
+//    (Sender::reserve, try_reserve, reserve_many; see mpmc.hpp).
 //  - The unbounded channel (volt/channel/unbounded.hpp, included) keeps its
 //    own types, UnboundedSender / UnboundedReceiver, as in Tokio; its receiver
 //    is single-consumer and cannot be copied.
@@ -39,6 +41,10 @@ template <class T>
 using Sender = mpmc::Sender<T>;
 template <class T>
 using Receiver = mpmc::Receiver<T>;
+template <class T>
+using Permit = mpmc::Permit<T>;
+template <class T>
+using PermitIterator = mpmc::PermitIterator<T>;
 using mpmc::channel;
 using mpmc::kMaxCapacity;
 

@@ -54,12 +54,42 @@
 // holder runs). That slot is not lost: the holder, once it pushed, passes a
 // wake-up on if there is room (pass_on_after_woken_send); a sender that
 // queued while the grant was outstanding had raised `waiting_` under the
-// lock before the holder's grant_done, so that pass-on sees it; one that
+// lock before the holder's grant ended, so that pass-on sees it; one that
 // comes later finds no grant and is the oldest, so it re-checks. A
-// woken sender ends its grant with grant_done() (pushed, or closed), or
+// woken sender retries with its grant under the lock (retry_granted, which
+// ends the grant if the push completed or found the channel closed; under
+// the lock so that it is ordered against reservations, below), or
 // re-queues at the front releasing it (enqueue with regrant: its push found
-// the slot still being read); one destroyed while holding a grant passes it
-// to the next waiter (cancel / drop_grant).
+// no room, e.g. the slot still being read); one destroyed while holding a
+// grant passes it to the next waiter (cancel / drop_grant).
+//
+// Reservations (gated side only: mpmc's Sender::reserve, Permit). A permit
+// holds a slot without claiming a ring position (a claimed position must be
+// published promptly, or every receive behind it stalls). `reserved_` counts
+// the slots permits hold, and the gate stays set while it is non-zero (as
+// while a grant is outstanding), so no ungranted push claims while a permit
+// is held: the try_send / try_recv fast path is untouched while no permit is
+// held (the gate bit is clear, as before). While the gate is set every claim
+// is one of: (a) a granted push or the oldest registrant's re-check, made
+// under lock_ after checking that the ring has room for it plus every
+// reserved slot (Channel::room_for), (b) a reservation, made under lock_
+// after the same check, or (c) a permit's own send, lock-free, which uses
+// the slot its reservation counted and ends the reservation (under lock_)
+// only after its claim, so a check in between counts that slot twice (the
+// safe side). An ungranted push that loaded the tail word before the gate
+// was set fails its CAS (the gate's fetch_or changed the word). Hence, with
+// head the receives' claim index: tail - head + reserved <= capacity at
+// every point, and a permit's send always finds its slot free, or claimed by
+// a receive still reading it (a few instructions from done: it spins).
+// A reservation given back unused (release_reserved) wakes up to that many
+// waiting senders with grants. One used by its permit's send ends the same
+// way (release_reserved(1), after the claim), waking the oldest waiter too
+// although the slot is now taken: a granted retry made between the claim
+// and the end of the reservation counted that slot twice, may have found no
+// room that way and re-queued, and nothing else would wake it (the receive
+// of the value may already have run and granted it). A waiter woken with no
+// room re-queues at the front (regrant). tests/model/channel.pml -DPERMIT
+// found that lost wake-up when the used reservation woke nobody.
 #pragma once
 
 #include <atomic>
@@ -111,9 +141,6 @@ class ChannelWaiters {
   bool enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void* context,
                bool regrant = false) noexcept;
 
-  // Gated only: the woken operation's granted push succeeded (or found the
-  // channel closed): its grant ends.
-  void grant_done() noexcept;
   // Gated only: a woken operation gives up its grant unused (destroyed
   // before retrying): the grant passes to the next waiter.
   void drop_grant() noexcept;
@@ -137,6 +164,33 @@ class ChannelWaiters {
   // Wakes every waiter (close()).
   void wake_all() noexcept;
 
+  // Gated only. Runs `attempt(context)` under the lock with the gate set
+  // (so no ungranted push can claim meanwhile), if the caller would be the
+  // oldest (nobody queued, no grant outstanding) or the channel is closed:
+  // a first attempt that must not barge and must be atomic with the gate
+  // (try_reserve). True if the attempt completed the operation.
+  bool try_as_oldest(bool (*attempt)(void*), void* context) noexcept;
+  // Gated only: a woken operation's retry with its grant, made under the
+  // lock (so it is ordered against every reservation); on success (true) the
+  // grant ends. On false the caller still holds the grant
+  // and re-queues with regrant, or drops it.
+  bool retry_granted(bool (*attempt)(void*), void* context) noexcept;
+  // Gated only. The number of reserved slots: exact under the lock (the
+  // re-checks and attempts above run there), a snapshot elsewhere.
+  std::uint64_t reserved() const noexcept {
+    // relaxed: written only under lock_; readers under lock_ are ordered by
+    // it, others (capacity()) want a snapshot.
+    return reserved_.load(std::memory_order_relaxed);
+  }
+  // Gated, lock held (inside an attempt or re-check): n more reserved.
+  void add_reserved_locked(std::uint64_t n) noexcept {
+    reserved_.store(reserved_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  // Gated only: n reservations end (a dropped permit, or one whose send has
+  // claimed its ring position, see the top): wakes up to n of the oldest
+  // waiters, each with a grant.
+  void release_reserved(std::uint64_t n) noexcept;
+
  private:
   void wake_one_slow() noexcept;
   // lock_ held: clears waiting_ if nobody is queued, and the gate bit if
@@ -157,6 +211,8 @@ class ChannelWaiters {
   std::uint64_t gate_bit_ = 0;
   std::uint64_t closed_bit_ = 0;
   std::uint32_t granted_ = 0;
+  // Gated only: slots held by permits (see the top). Written under lock_.
+  std::atomic<std::uint64_t> reserved_{0};
 };
 
 }  // namespace volt::detail
