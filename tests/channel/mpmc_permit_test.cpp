@@ -181,6 +181,35 @@ TEST(MpmcPermitRing, MovedFromSenderReservesNothing) {
 // send / permit drop / try_recv. capacity() is exact when single-threaded,
 // the bound is never exceeded, a permit's send never fails, values come out
 // in the order of the sends, and nothing is left stuck.
+// try_send means full only when it is: reservations made and dropped beside
+// it on a nearly empty channel set and clear the senders' gate, and a
+// try_send that met the gate with the count already (or still) at zero used
+// to report full (found in review).
+TEST(MpmcPermitRing, TrySendIsNotFullWhileThereIsRoomAndNoSenderWaits) {
+  constexpr std::size_t kCap = 1024;
+  auto [tx, rx] = mpmc::channel<int>(kCap);
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> refused{0};
+  std::thread reserver([&, tx2 = tx]() mutable {
+    while (!stop.load(std::memory_order_relaxed)) {
+      if (!tx2.try_reserve()) refused.fetch_add(1);  // a few values at most: room
+    }
+  });
+  std::uint64_t full = 0;
+  const int rounds = static_cast<int>(test::scale(2'000'000));
+  for (int i = 0; i < rounds && full == 0; ++i) {
+    if (tx.try_send(int{i})) {
+      ASSERT_TRUE(rx.try_recv());  // keeps the ring (nearly) empty
+    } else {
+      ++full;
+    }
+  }
+  stop.store(true);
+  reserver.join();
+  EXPECT_EQ(full, 0u) << "try_send reported full with ~" << kCap << " free slots";
+  EXPECT_EQ(refused.load(), 0u);
+}
+
 TEST(MpmcPermitRing, TheReservationCountMatchesAModelOverManyLaps) {
   for (std::size_t capacity : {1u, 2u, 3u, 5u, 8u}) {
     auto [tx, rx] = mpmc::channel<std::uint64_t>(capacity);

@@ -67,28 +67,28 @@
  * the lost wake-up this model found in the first version).
  *
  * Step-to-line mapping:
- *   P_gate  include/volt/channel/mpmc.hpp:178  if (!kGranted && (word & send_gate_bit_)) return RingResult::kNotNow;
- *   P_claim  include/volt/channel/mpmc.hpp:197  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
- *   P_C1  include/volt/channel/mpmc.hpp:202  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
- *   P_closing  include/volt/channel/mpmc.hpp:210  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
- *   G_claim  include/volt/channel/mpmc.hpp:386  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
- *   G_C1  include/volt/channel/mpmc.hpp:393  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
- *   G_empty  include/volt/channel/mpmc.hpp:402  if ((tail & ~flags()) == head)
- *   G_behind_read  include/volt/channel/mpmc.hpp:411  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
- *   closer_mark  include/volt/channel/mpmc.hpp:425  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
- *   closer_recv  include/volt/channel/mpmc.hpp:427  recv_waiters_.wake_all();
- *   closer_send  include/volt/channel/mpmc.hpp:428  send_waiters_.wake_all();
- *   pass_recv  include/volt/channel/mpmc.hpp:479  if (value_at_head()) recv_waiters_.wake_one();
- *   pass_send  include/volt/channel/mpmc.hpp:482  if (room_at_tail()) send_waiters_.wake_one();
- *   wake_all_closing  include/volt/channel/mpmc.hpp:487  if (pushed == RingResult::kDoneClosing) {
- *   S_drop_grant  include/volt/channel/mpmc.hpp:746  channel_->send_waiters().drop_grant();
- *   S_wake_recv  include/volt/channel/mpmc.hpp:815  if (wake_receiver) channel_->wake_receivers(pushed);
- *   S_regrant  include/volt/channel/mpmc.hpp:830  const bool regrant = std::exchange(holds_grant_, false);
- *   S_retry  include/volt/channel/mpmc.hpp:849  if (!channel_->send_waiters().retry_granted(&recheck, this)) {
- *   S_retry_wake  include/volt/channel/mpmc.hpp:854  channel_->wake_receivers(pushed_);
- *   S_pass_on  include/volt/channel/mpmc.hpp:855  channel_->pass_on_after_woken_send();
- *   R_wake_send  include/volt/channel/mpmc.hpp:1304  if (wake_sender) channel_->send_waiters().wake_one();
- *   R_pass_on  include/volt/channel/mpmc.hpp:1330  if (value_) channel_->pass_on_after_woken_recv();
+ *   P_gate  include/volt/channel/mpmc.hpp:178  if (!kGranted && (word & send_gate_bit_)) {
+ *   P_claim  include/volt/channel/mpmc.hpp:200  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
+ *   P_C1  include/volt/channel/mpmc.hpp:205  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
+ *   P_closing  include/volt/channel/mpmc.hpp:213  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
+ *   G_claim  include/volt/channel/mpmc.hpp:396  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
+ *   G_C1  include/volt/channel/mpmc.hpp:403  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
+ *   G_empty  include/volt/channel/mpmc.hpp:412  if ((tail & ~flags()) == head)
+ *   G_behind_read  include/volt/channel/mpmc.hpp:421  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
+ *   closer_mark  include/volt/channel/mpmc.hpp:435  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
+ *   closer_recv  include/volt/channel/mpmc.hpp:437  recv_waiters_.wake_all();
+ *   closer_send  include/volt/channel/mpmc.hpp:438  send_waiters_.wake_all();
+ *   pass_recv  include/volt/channel/mpmc.hpp:489  if (value_at_head()) recv_waiters_.wake_one();
+ *   pass_send  include/volt/channel/mpmc.hpp:492  if (room_at_tail()) send_waiters_.wake_one();
+ *   wake_all_closing  include/volt/channel/mpmc.hpp:497  if (pushed == RingResult::kDoneClosing) {
+ *   S_drop_grant  include/volt/channel/mpmc.hpp:759  channel_->send_waiters().drop_grant();
+ *   S_wake_recv  include/volt/channel/mpmc.hpp:828  if (wake_receiver) channel_->wake_receivers(pushed);
+ *   S_regrant  include/volt/channel/mpmc.hpp:843  const bool regrant = std::exchange(holds_grant_, false);
+ *   S_retry  include/volt/channel/mpmc.hpp:862  if (!channel_->send_waiters().retry_granted(&recheck, this)) {
+ *   S_retry_wake  include/volt/channel/mpmc.hpp:867  channel_->wake_receivers(pushed_);
+ *   S_pass_on  include/volt/channel/mpmc.hpp:868  channel_->pass_on_after_woken_send();
+ *   R_wake_send  include/volt/channel/mpmc.hpp:1317  if (wake_sender) channel_->send_waiters().wake_one();
+ *   R_pass_on  include/volt/channel/mpmc.hpp:1343  if (value_) channel_->pass_on_after_woken_recv();
  *   C2  include/volt/detail/channel_waiters.hpp:129  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
  *   E_regrant  src/channel/channel_waiters.cpp:15  if (regrant) --granted_;
  *   E_R1  src/channel/channel_waiters.cpp:18  waiting_.store(true, std::memory_order_seq_cst);
@@ -109,11 +109,11 @@
  *   clear_flag  src/channel/channel_waiters.cpp:225  waiting_.store(false, std::memory_order_relaxed);
  *   gate_reserved  src/channel/channel_waiters.cpp:226  if (granted_ != 0 || reserved_.load(std::memory_order_relaxed) != 0) return;
  *   clear_gate  src/channel/channel_waiters.cpp:230  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
- *   K_account  include/volt/channel/mpmc.hpp:185  if (reserved != 0 && !room_for(tail, reserved + 1)) return RingResult::kNotNow;
- *   K_room  include/volt/channel/mpmc.hpp:347  if (stamp + one_lap_ != stamp_free + 1) return false;
- *   K_reserve  include/volt/channel/mpmc.hpp:328  send_waiters_.add_reserved_locked(n);
- *   K_push_spin  include/volt/channel/mpmc.hpp:261  if (stamp + one_lap_ == tail + 1) backoff.once();
- *   K_used  include/volt/channel/mpmc.hpp:277  send_waiters_.release_reserved(1);
+ *   K_account  include/volt/channel/mpmc.hpp:188  if (reserved != 0 && !room_for(tail, reserved + 1)) return RingResult::kNotNow;
+ *   K_room  include/volt/channel/mpmc.hpp:357  if (stamp + one_lap_ != stamp_free + 1) return false;
+ *   K_reserve  include/volt/channel/mpmc.hpp:338  send_waiters_.add_reserved_locked(n);
+ *   K_push_spin  include/volt/channel/mpmc.hpp:264  if (stamp + one_lap_ == tail + 1) backoff.once();
+ *   K_used  include/volt/channel/mpmc.hpp:280  send_waiters_.release_reserved(1);
  *   K_oldest  src/channel/channel_waiters.cpp:179  const bool done = oldest && attempt(context);
  *   K_release  src/channel/channel_waiters.cpp:199  reserved_.store(reserved_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
  *
@@ -315,7 +315,11 @@ inline wake_one(q, seen) {
  * k - 1 past it was freed by the previous lap's receive, or is claimed by a
  * receive still reading it. */
 inline room_for(tt, kk) {
+#ifdef ROOM_TAIL_ONLY
+  p = tt;  /* control: a look at the tail slot only, ignoring kk */
+#else
   p = tt + kk - 1;
+#endif
   s = stamp[p % CAP];
   room = (kk <= CAP) && (s == 2 * p || (p >= CAP && s == 2 * (p - CAP) + 1 && head + CAP > p));
   p = 0; s = 0

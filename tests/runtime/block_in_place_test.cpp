@@ -391,7 +391,8 @@ TEST(RuntimeEnter, TheGuardKeepsTheRuntimeCoreAlive) {
 // ---- shutdown_background ----
 
 TEST(ShutdownBackground, ReturnsWhileBlockingWorkAndALongPollStillRun) {
-  std::atomic<bool> release{false}, poll_started{false}, blocking_done{false}, poll_done{false};
+  std::atomic<bool> release{false}, poll_started{false}, blocking_started{false},
+      blocking_done{false}, poll_done{false};
   auto long_poll = [](std::atomic<bool>* started, std::atomic<bool>* release,
                       std::atomic<bool>* done) -> Task<void> {
     started->store(true, std::memory_order_release);
@@ -402,11 +403,14 @@ TEST(ShutdownBackground, ReturnsWhileBlockingWorkAndALongPollStillRun) {
   {
     Runtime rt = make_runtime(kMultiThread2);
     (void)rt.spawn_blocking([&] {
+      blocking_started.store(true, std::memory_order_release);
       (void)wait_for_flag(release, 30s);
       blocking_done.store(true, std::memory_order_release);
     });
     (void)rt.spawn(long_poll(&poll_started, &release, &poll_done));
+    // Both running (blocking work not yet started would be cancelled).
     ASSERT_TRUE(wait_for_flag(poll_started));
+    ASSERT_TRUE(wait_for_flag(blocking_started));
     rt.shutdown_background();
     EXPECT_FALSE(blocking_done.load());
     EXPECT_FALSE(poll_done.load());

@@ -170,12 +170,15 @@ class Channel {
   // kGranted: a woken sender holding a grant, or the oldest registrant's
   // re-check under the senders' lock; claims past the gate, keeping it.
   template <bool kGranted = false>
-  RingResult try_push(T& value) noexcept {
+  RingResult try_push(T& value, bool* gated = nullptr) noexcept {
     std::uint64_t word = tail_.load(std::memory_order_relaxed);
     int in_flight_spins = 0;
     for (;;) {
       if (word & mark_bit_) return RingResult::kClosed;
-      if (!kGranted && (word & send_gate_bit_)) return RingResult::kNotNow;
+      if (!kGranted && (word & send_gate_bit_)) {
+        if (gated != nullptr) *gated = true;  // try_send decides whether to look again
+        return RingResult::kNotNow;
+      }
       const std::uint64_t tail = word & ~send_gate_bit_;
       if constexpr (kGranted) {
         // Past the gate, under the senders' lock (every granted push is):
@@ -299,6 +302,13 @@ class Channel {
     return attempt.result;
   }
   bool has_reserved() const noexcept { return send_waiters_.reserved() != 0; }
+  // The gate is set but no sender seems queued: a reservation being made or
+  // given back (the gate is set before the count rises, and the count falls
+  // before the gate clears), or only grants outstanding. try_send then
+  // decides under the lock instead of reporting full (found in review: a
+  // try_reserve looping beside try_send on an empty 1024-slot channel made
+  // try_send report full within milliseconds).
+  bool no_sender_queued_hint() const noexcept { return !send_waiters_.maybe_queued(); }
 
   // try_reserve's attempt: without barging past waiting senders (the gate
   // set meanwhile, see ChannelWaiters::try_as_oldest).
@@ -708,11 +718,14 @@ class Sender {
   // the value handed back.
   SendResult<T> try_send(T value) {
     if (!channel_) return SendResult<T>(errc::closed, std::move(value));
-    detail::RingResult pushed = channel_->try_push(value);
-    // Full, or the gate is set: with slots reserved (a relaxed snapshot; a
-    // permit just given back may make this one try_send report full, as a
-    // sender registering does), look again under the lock.
-    if (pushed == detail::RingResult::kNotNow && channel_->has_reserved())
+    bool gated = false;
+    detail::RingResult pushed = channel_->try_push(value, &gated);
+    // Full, or the gate is set: with slots reserved, or the gate set while no
+    // sender is queued (relaxed snapshots; under the lock try_as_oldest looks
+    // at the queue again, so a queued sender is never passed), look again
+    // under the lock. A sender that is really queued keeps the fast failure.
+    if (pushed == detail::RingResult::kNotNow &&
+        (channel_->has_reserved() || (gated && channel_->no_sender_queued_hint())))
       pushed = channel_->try_push_past_permits(value);
     switch (pushed) {
       case detail::RingResult::kDone:

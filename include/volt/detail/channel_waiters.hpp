@@ -190,6 +190,8 @@ class ChannelWaiters {
   // claimed its ring position, see the top): wakes up to n of the oldest
   // waiters, each with a grant.
   void release_reserved(std::uint64_t n) noexcept;
+  // A hint: whether a waiter may be queued (relaxed; exact under lock_).
+  bool maybe_queued() const noexcept { return waiting_.load(std::memory_order_relaxed); }
 
  private:
   void wake_one_slow() noexcept;
