@@ -83,7 +83,9 @@ inline std::uint64_t heap_allocations() noexcept {
 // window for reasons of their own (a worker thread starting up, which under
 // ThreadSanitizer can still be going on after the first task ran).
 inline thread_local std::uint64_t thread_heap_allocation_count = 0;
-inline std::uint64_t thread_heap_allocations() noexcept { return thread_heap_allocation_count; }
+inline std::uint64_t thread_heap_allocations() noexcept {
+  return thread_heap_allocation_count;
+}
 
 inline void* counted_allocate(std::size_t size, std::size_t align) {
   heap_allocation_count.fetch_add(1, std::memory_order_relaxed);
