@@ -60,6 +60,11 @@
  *                 the descriptor at once: a reader's system call in flight
  *                 reaches the closed (reusable) number.
  *
+ * Interest::kBoth (ready(Interest), both directions at once) is not modelled:
+ * its operation never reports would-block, so it never reaches O3, and at O5
+ * its mask is the union of the two modelled ones (ready_mask, a table since
+ * kBoth, gives kRead and kWrite exactly the bits the modelled steps use).
+ *
  * Step-to-line mapping:
  *   F   src/io/driver.cpp:82  free_retired();
  *   W   src/io/driver.cpp:85  int n = wait_for_events(epoll_fd_, events, kEventsPerTurn, timeout_ns);
