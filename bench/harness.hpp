@@ -121,6 +121,7 @@ std::span<const Bench> net_benches();        // Tier 6, net.cpp
 std::span<const Bench> file_benches();       // Tier 7, files.cpp
 std::span<const Bench> process_benches();    // Tier 8, processes.cpp
 std::span<const Bench> tls_benches();        // Tier 9, tls.cpp (with volt::tls only)
+std::span<const Bench> forkjoin_benches();   // Tier 10, forkjoin.cpp
 
 // Loopback helpers of the network tiers (net.cpp): a listener on
 // 127.0.0.1:port (0: any), and a connected client/server pair through it,

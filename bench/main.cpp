@@ -57,6 +57,7 @@ constexpr TierFn kTiers[] = {
 #ifdef VOLT_BENCH_TLS
     tls_benches,  // Tier 9: TLS
 #endif
+    forkjoin_benches,  // Tier 10: fork-join
 };
 
 struct UsageError {

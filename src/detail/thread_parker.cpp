@@ -1,5 +1,7 @@
 #include "detail/thread_parker.hpp"
 
+#include <chrono>
+
 #include "volt/detail/blocking_wait.hpp"
 #include "volt/detail/futex.hpp"
 #include "volt/detail/task_header.hpp"
@@ -57,6 +59,34 @@ void ThreadParker::park() noexcept {
     futex_wait(&state_, kParked);
     expected = kNotified;
     if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return;
+  }
+}
+
+bool ThreadParker::park_for(std::int64_t timeout_ns) noexcept {
+  // The orders are park()'s.
+  std::uint32_t expected = kNotified;
+  if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return true;
+  expected = kEmpty;
+  if (!state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel)) {
+    state_.exchange(kEmpty, std::memory_order_acquire);  // was kNotified
+    return true;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
+  for (;;) {
+    const std::int64_t left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  deadline - std::chrono::steady_clock::now())
+                                  .count();
+    if (left > 0) futex_wait_for(&state_, kParked, left);
+    expected = kNotified;
+    if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return true;
+    if (left <= 0) {
+      // Timed out: leave kParked, unless an unpark() swapped in kNotified
+      // meanwhile (then consume it, as a wake-up).
+      expected = kParked;
+      if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_relaxed)) return false;
+      state_.exchange(kEmpty, std::memory_order_acquire);
+      return true;
+    }
   }
 }
 

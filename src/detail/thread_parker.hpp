@@ -25,6 +25,9 @@ class ThreadParker {
   Waker waker() noexcept;
   // Sleeps until unparked; a pending notification makes it return at once.
   void park() noexcept;
+  // As park(), but returns after about `timeout_ns` at the latest. True if a
+  // notification ended it (and was consumed), false on the timeout.
+  bool park_for(std::int64_t timeout_ns) noexcept;
   void unpark() noexcept;
 
   void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }

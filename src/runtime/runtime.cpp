@@ -1,10 +1,13 @@
 #include "volt/runtime/runtime.hpp"
 
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "fs/engine.hpp"
+#include "runtime/available_parallelism.hpp"
 #include "runtime/runtime_core.hpp"
 
 namespace volt {
@@ -129,9 +132,10 @@ Runtime Runtime::Builder::build() const {
   detail::RuntimeConfig config;
   config.current_thread = current_thread_;
   std::size_t workers = worker_threads_;
-  if (!worker_threads_set_) {
-    workers = std::thread::hardware_concurrency();
-    if (workers == 0) workers = 1;
+  if (!worker_threads_set_ && !current_thread_) {
+    std::optional<std::size_t> from_env =
+        detail::worker_threads_from_env(std::getenv("VOLT_WORKER_THREADS"));
+    workers = from_env ? *from_env : available_parallelism();
   }
   if (max_blocking_threads_ == 0)
     throw Error(errc::invalid_argument, "max_blocking_threads must be at least 1");

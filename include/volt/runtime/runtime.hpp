@@ -3,10 +3,11 @@
 // A Runtime owns a scheduler and the threads that run tasks on it.
 //
 // Flavours:
-//  - multi-thread (default): N worker threads (default: the CPU count) with
+//  - multi-thread (default): N worker threads (default:
+//    available_parallelism(), or VOLT_WORKER_THREADS when set) with
 //    work stealing. block_on() spawns the task and the calling thread sleeps
-//    until it completes; if work is queued while every worker is busy, the
-//    sleeping thread is woken to help run queued tasks.
+//    until it completes; if work stays queued while every worker is stuck
+//    in one poll for 10 ms, the sleeping thread helps run queued tasks.
 //  - current-thread: no threads of its own; tasks run on the thread inside
 //    block_on(), one at a time. Tasks spawned from elsewhere wait until some
 //    thread calls block_on().
@@ -18,8 +19,9 @@
 //  - block_on() from a thread that is running tasks of any volt runtime throws
 //    volt::Error(errc::blocking_in_runtime) (it would block that worker).
 //  - Builder::build() throws volt::Error(errc::invalid_argument) for zero
-//    worker threads, zero max_blocking_threads, a negative keep-alive, or
-//    start_paused on the multi-thread flavour.
+//    worker threads, zero max_blocking_threads, a negative keep-alive,
+//    start_paused on the multi-thread flavour, or a malformed
+//    VOLT_WORKER_THREADS when the worker count is left to the default.
 //  - spawn_blocking(fn, args...) runs fn(args...) on the blocking pool
 //    (threads made on demand, at most max_blocking_threads, idle ones leave
 //    after thread_keep_alive) and returns a JoinHandle for its result or
@@ -191,6 +193,15 @@ class Handle::EnterGuard {
   detail::Scheduler* previous_;
 };
 
+// How many CPUs this process may actually use: the CPUs in the calling
+// thread's affinity mask (sched_getaffinity; `taskset`, a cpuset), bounded by
+// the CPU quota of its cgroups (v2 `cpu.max`, v1 `cpu.cfs_quota_us`, the
+// tightest of the process's cgroup and its ancestors), rounded down, at least
+// 1. A container given "2 CPUs" on a 64-core host answers 2, where
+// std::thread::hardware_concurrency() answers 64. Read afresh on each call
+// (a few small file reads). The multi-thread runtime's default worker count.
+std::size_t available_parallelism() noexcept;
+
 class Runtime {
  public:
   class Builder {
@@ -203,7 +214,11 @@ class Runtime {
       return b;
     }
 
-    // Number of worker threads (multi-thread flavour). Default: CPU count.
+    // Number of worker threads (multi-thread flavour). Default: the
+    // environment variable VOLT_WORKER_THREADS if set (a whole number from 1
+    // to 4096; anything else makes build() throw errc::invalid_argument), else
+    // available_parallelism(): the CPUs this process may use, not the
+    // machine's.
     Builder& worker_threads(std::size_t n) {
       worker_threads_ = n;
       worker_threads_set_ = true;

@@ -22,9 +22,12 @@
 // Threads blocked in block_on / JoinHandle::join (reference: blockOnComplete) wait
 // on their join waker and register as helpers. When work is pushed while no
 // worker sleeps or searches (every worker is busy), notify_parked() wakes one
-// helper, which runs inject-queue tasks until the queue is empty or its own
-// task completes. A helper never takes work that an idle worker would have
-// taken, so work is not pulled off the workers' LIFO/local fast paths.
+// helper. Busy is not stuck: the helper watches for kStuckAfterNs (10 ms),
+// unregistered, and only if no worker began a poll meanwhile (each is inside
+// one long poll) and work is still queued, it runs inject-queue tasks until
+// the queue is empty or its own task completes. A helper never takes work
+// that an idle or merely busy worker would have taken, so work is not pulled
+// off the workers' LIFO/local fast paths.
 #pragma once
 
 #include <atomic>
@@ -99,6 +102,11 @@ class MultiThreadScheduler final : public RuntimeCore {
   // A thread that handed its worker off (block_in_place) ended.
   void retired_thread_exited() noexcept;
   void wake_helper() noexcept;
+  // A woken helper's watch: sleeps kStuckAfterNs (or until `task`
+  // completes), then true if work is still queued and no worker began a
+  // poll meanwhile or went to sleep.
+  bool workers_stuck(ThreadParker& parker, TaskHeader* task) noexcept;
+  static constexpr std::int64_t kStuckAfterNs = 10'000'000;
 
   // A thread blocked in block_until_complete, offering to run queued work.
   struct BlockedHelper {

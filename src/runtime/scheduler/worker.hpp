@@ -89,6 +89,9 @@ class Worker {
   std::uint32_t index() const noexcept { return index_; }
   StealQueue& queue() noexcept { return queue_; }
   Parker& parker() noexcept { return parker_; }
+  // Polls started so far (a snapshot from any thread: a worker whose count
+  // does not move is inside one poll, or idle).
+  std::uint64_t polls() const noexcept { return polled_.get(); }
   std::thread& thread() noexcept { return thread_; }
   WorkerStats stats() const noexcept;
 
