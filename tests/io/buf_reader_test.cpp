@@ -36,14 +36,6 @@ static_assert(!io::AsyncWrite<io::BufReader<ScriptedReader>>);
 static_assert(io::AsyncRead<io::BufReader<io::BufWriter<PipeEnd>>> &&
               io::AsyncWrite<io::BufReader<io::BufWriter<PipeEnd>>>);
 
-template <class T>
-T run(Task<T> body) {
-  Runtime rt = Runtime::Builder::current_thread().build();
-  return rt.block_on(std::move(body));
-}
-
-const std::error_code kReset = std::make_error_code(std::errc::connection_reset);
-
 // Every line of `lines` until the end of the stream (or an error: "<error>").
 template <class B>
 Task<std::vector<std::string>> collect(io::Lines<B>& lines) {

@@ -26,12 +26,6 @@ static_assert(io::AsyncWrite<io::BufWriter<RecordingWriter&>>);
 static_assert(!io::AsyncRead<io::BufWriter<RecordingWriter>>);
 static_assert(io::AsyncRead<io::BufWriter<PipeEnd>> && io::AsyncWrite<io::BufWriter<PipeEnd>>);
 
-template <class T>
-T run(Task<T> body) {
-  Runtime rt = Runtime::Builder::current_thread().build();
-  return rt.block_on(std::move(body));
-}
-
 using Strings = std::vector<std::string>;
 using Writer = io::BufWriter<RecordingWriter&>;
 

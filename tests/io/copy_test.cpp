@@ -29,21 +29,6 @@
 namespace volt::test {
 namespace {
 
-template <class T>
-T run(Task<T> body) {
-  Runtime rt = Runtime::Builder::current_thread().build();
-  return rt.block_on(std::move(body));
-}
-
-const std::error_code kReset = std::make_error_code(std::errc::connection_reset);
-
-std::string pattern(std::size_t n, std::size_t seed) {
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i)
-    s[i] = static_cast<char>('!' + (i * 13 + seed) % 90);
-  return s;
-}
-
 TEST(Copy, CountsAndContentWithChunksLargerThanItsBuffer) {
   std::vector<std::string> chunks = {pattern(3, 1), pattern(50'000, 2), pattern(8192, 3),
                                      pattern(1, 4)};

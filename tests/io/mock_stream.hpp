@@ -34,6 +34,7 @@
 #include "volt/expected.hpp"
 #include "volt/io/async_io.hpp"
 #include "volt/io/buffer.hpp"
+#include "volt/runtime/runtime.hpp"
 #include "volt/task/task.hpp"
 
 namespace volt::test {
@@ -229,6 +230,23 @@ inline Task<Expected<std::string>> receive_all(PipeEnd& end) {
     if (*n == 0) co_return out;
     out.append(buf, *n);
   }
+}
+
+// Runs `body` to completion on a fresh current-thread runtime.
+template <class T>
+T run(Task<T> body) {
+  Runtime rt = Runtime::Builder::current_thread().build();
+  return rt.block_on(std::move(body));
+}
+
+inline const std::error_code kReset = std::make_error_code(std::errc::connection_reset);
+
+// n printable bytes, a different sequence per seed (test data for copies).
+inline std::string pattern(std::size_t n, std::size_t seed) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i)
+    s[i] = static_cast<char>('!' + (i * 13 + seed) % 90);
+  return s;
 }
 
 }  // namespace volt::test

@@ -29,14 +29,6 @@ static_assert(io::AsyncWrite<RecordingWriter>);
 static_assert(io::AsyncRead<PipeEnd> && io::AsyncWrite<PipeEnd>);
 
 // Runs `body` on a fresh current-thread runtime.
-template <class T>
-T run(Task<T> body) {
-  Runtime rt = Runtime::Builder::current_thread().build();
-  return rt.block_on(std::move(body));
-}
-
-const std::error_code kReset = std::make_error_code(std::errc::connection_reset);
-
 TEST(ReadExact, FillsTheBufferAcrossChunks) {
   ScriptedReader r = ScriptedReader::chunks({"ab", "cde", "f", "gh"});
   char buf[6] = {};
@@ -111,13 +103,6 @@ TEST(WriteAll, AnEmptyBufferWritesNothing) {
   RecordingWriter w;
   EXPECT_TRUE(run(io::write_all(w, io::ConstBuffer())));
   EXPECT_EQ(w.calls, 0u);
-}
-
-std::string pattern(std::size_t n, std::size_t seed) {
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i)
-    s[i] = static_cast<char>('0' + (i * 7 + seed) % 75);
-  return s;
 }
 
 TEST(ReadToEnd, AppendsEverythingAndCountsIt) {

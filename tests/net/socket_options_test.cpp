@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/net_support.hpp"
 #include "runtime/runtime_support.hpp"
 #include "volt/net/tcp.hpp"
 #include "volt/net/tcp_socket.hpp"
@@ -40,10 +41,6 @@ using net::TcpListener;
 using net::TcpSocket;
 using net::TcpStream;
 using net::UdpSocket;
-
-SocketAddr loopback() {
-  return SocketAddr(IpAddr::v4_loopback(), 0);
-}
 
 bool ipv6_loopback_available() {
   const int fd = ::socket(AF_INET6, SOCK_DGRAM, 0);

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/net_support.hpp"
 #include "runtime/runtime_support.hpp"
 #include "volt/net/tcp.hpp"
 #include "volt/sync/cancellation_token.hpp"
@@ -38,10 +39,6 @@ using namespace std::chrono_literals;
 using net::SocketAddr;
 using net::TcpListener;
 using net::TcpStream;
-
-SocketAddr loopback() {
-  return SocketAddr(net::IpAddr::v4_loopback(), 0);
-}
 
 struct Pair {
   TcpListener listener;

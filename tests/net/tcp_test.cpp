@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/net_support.hpp"
 #include "runtime/runtime_support.hpp"
 #include "volt/task/join_all.hpp"
 #include "volt/task/join_handle.hpp"
@@ -28,10 +29,6 @@ using namespace std::chrono_literals;
 using net::SocketAddr;
 using net::TcpListener;
 using net::TcpStream;
-
-SocketAddr loopback() {
-  return SocketAddr(net::IpAddr::v4_loopback(), 0);
-}
 
 // Echoes until end of stream; returns the bytes echoed.
 Task<std::size_t> echo(TcpStream s) {
