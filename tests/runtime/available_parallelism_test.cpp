@@ -5,7 +5,6 @@
 // sched_setaffinity, and (tests/CMakeLists.txt) from a run under `taskset`.
 #include <gtest/gtest.h>
 #include <sched.h>
-#include <stdlib.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "fs/fs_support.hpp"
 #include "runtime/available_parallelism.hpp"
 #include "volt/runtime/runtime.hpp"
 
@@ -24,31 +24,19 @@ using detail::cgroup_cpu_quota;
 using detail::parallelism_from;
 using detail::worker_threads_from_env;
 
+// A fixture tree standing in for "/" (TempDir: removed at the end).
 class FixtureRoot {
  public:
-  FixtureRoot() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "volt-cgroup-test-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    root_ = pattern;
-  }
-  ~FixtureRoot() {
-    std::error_code ec;
-    std::filesystem::remove_all(root_, ec);
-  }
-  FixtureRoot(const FixtureRoot&) = delete;
-  FixtureRoot& operator=(const FixtureRoot&) = delete;
-
   // Writes `text` to root + path (an absolute path on the live system).
   void write(const std::string& path, const std::string& text) const {
-    std::filesystem::path p = root_.string() + path;
+    std::filesystem::path p = dir_.path().string() + path;
     std::filesystem::create_directories(p.parent_path());
     std::ofstream(p) << text;
   }
-  std::string root() const { return root_.string(); }
+  std::string root() const { return dir_.path().string(); }
 
  private:
-  std::filesystem::path root_;
+  test::TempDir dir_;
 };
 
 // The mountinfo lines of a pure cgroup v2 host and of a hybrid one (v2
