@@ -237,6 +237,9 @@ bool MultiThreadScheduler::workers_stuck(ThreadParker& parker, TaskHeader* task)
   // Not registered as a helper while it watches: pushes meanwhile do not
   // wake it again (at most one futex wake per watch, not one per push).
   // The counts only grow: an unchanged sum means no worker began a poll.
+  // Relaxed reads (Worker::polls) are enough: the answer is a heuristic,
+  // and a stale one only brings help 10 ms early or late; the queued work
+  // is taken by a worker either way.
   auto polls = [this] {
     std::uint64_t sum = 0;
     for (auto& worker : workers_)
