@@ -45,32 +45,31 @@ Waker ThreadParker::waker() noexcept {
   return Waker(&kParkerVTable, this);
 }
 
-void ThreadParker::park() noexcept {
+bool ThreadParker::enter_parked() noexcept {
   // acquire: pairs with the release swap in unpark(): what the waker published
   // before waking us (a completed task's output) is visible after we return.
   std::uint32_t expected = kNotified;
-  if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return;
+  if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return false;
   expected = kEmpty;
   if (!state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel)) {
     state_.exchange(kEmpty, std::memory_order_acquire);  // was kNotified
-    return;
+    return false;
   }
+  return true;
+}
+
+void ThreadParker::park() noexcept {
+  if (!enter_parked()) return;
   for (;;) {
     futex_wait(&state_, kParked);
-    expected = kNotified;
+    std::uint32_t expected = kNotified;
     if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return;
   }
 }
 
 bool ThreadParker::park_for(std::int64_t timeout_ns) noexcept {
-  // The orders are park()'s.
-  std::uint32_t expected = kNotified;
-  if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return true;
-  expected = kEmpty;
-  if (!state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel)) {
-    state_.exchange(kEmpty, std::memory_order_acquire);  // was kNotified
-    return true;
-  }
+  if (!enter_parked()) return true;
+  std::uint32_t expected;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout_ns);
   for (;;) {
     const std::int64_t left = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -35,6 +35,9 @@ class ThreadParker {
 
  private:
   enum : std::uint32_t { kEmpty = 0, kParked = 1, kNotified = 2 };
+  // kEmpty -> kParked, or consumes a pending notification (false: return
+  // at once, woken).
+  bool enter_parked() noexcept;
   std::atomic<std::uint32_t> state_{kEmpty};
   std::atomic<std::uint32_t> refs_{1};  // the owning thread's
 };
