@@ -26,7 +26,8 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
-bool contains(const std::vector<std::string_view>& items, std::string_view item) {
+template <class Items>
+bool contains(const Items& items, std::string_view item) {
   return std::find(items.begin(), items.end(), item) != items.end();
 }
 
@@ -165,10 +166,8 @@ std::optional<double> cgroup_cpu_quota(std::string_view proc_self_cgroup,
     bool v2 = line.substr(0, first) == "0" && controllers.empty();
     if (!v2 && !contains(split(controllers, ','), "cpu")) continue;
     for (const Mount& m : mounts) {
-      bool match = v2 ? m.fstype == "cgroup2"
-                      : m.fstype == "cgroup" &&
-                            std::find(m.super_options.begin(), m.super_options.end(), "cpu") !=
-                                m.super_options.end();
+      bool match =
+          v2 ? m.fstype == "cgroup2" : m.fstype == "cgroup" && contains(m.super_options, "cpu");
       if (!match) continue;
       std::optional<std::string> relative = relative_to(m, path);
       if (!relative) continue;
