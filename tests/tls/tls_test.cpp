@@ -1334,16 +1334,32 @@ TEST(TlsLoad, BulkBothWaysThroughOwnedHalves) {
 
 // ---- cancellation ----
 
-// Writes `total` bytes of the pattern in random chunks with random pauses
-// (so the reader sometimes waits), then close_notify, then reads the peer's.
+// How many of the reader's reads must be cancelled for the run to have
+// tested anything; the writer keeps going until it has seen that many.
+constexpr int kWantCancelledReads = 20;
+
+// Writes at least `total` bytes of the pattern in random chunks with random
+// pauses (so the reader sometimes waits), then close_notify. With
+// `cancelled` set it goes on writing (up to 64 * total) until the reader has
+// counted kWantCancelledReads cancelled reads: how many happen within a
+// fixed length depends on the machine's speed (a sanitizer build with its
+// scaled-down length once saw 4), and the test is only worth something when
+// reads were cancelled. Returns the bytes written.
 Task<std::uint64_t> paced_writer(tls::WriteHalf<TcpStream> w, std::uint64_t total,
-                                 std::uint64_t seed, std::uint32_t rng_seed) {
+                                 std::uint64_t seed, std::uint32_t rng_seed,
+                                 std::shared_ptr<const std::atomic<int>> cancelled = nullptr) {
   std::mt19937 rng(rng_seed);
   std::vector<unsigned char> buf(50000);
   std::uint64_t offset = 0;
   int k = 0;
-  while (offset < total) {
-    const std::size_t n = std::min<std::uint64_t>(1 + rng() % buf.size(), total - offset);
+  auto want_more = [&] {
+    if (offset < total) return true;
+    return cancelled != nullptr && offset < 64 * total &&
+           cancelled->load(std::memory_order_relaxed) < kWantCancelledReads;
+  };
+  while (want_more()) {
+    std::size_t n = 1 + rng() % buf.size();
+    if (offset < total) n = std::min<std::uint64_t>(n, total - offset);
     fill_pattern(buf.data(), n, offset, seed);
     if (!(co_await w.write_all(io::ConstBuffer(buf.data(), n)))) co_return offset;
     offset += n;
@@ -1359,9 +1375,10 @@ struct CancelledReads {
 };
 
 // Reads to the end with each read under a random deadline of 0 to 150 us;
-// a read that times out is simply retried.
+// a read that times out is counted in `cancelled` and simply retried.
 Task<CancelledReads> cancelled_reader(tls::ReadHalf<TcpStream> r, std::uint64_t seed,
-                                      std::uint32_t rng_seed) {
+                                      std::uint32_t rng_seed,
+                                      std::shared_ptr<std::atomic<int>> cancelled) {
   std::mt19937 rng(rng_seed);
   CancelledReads out;
   std::vector<unsigned char> buf(40000);
@@ -1372,6 +1389,9 @@ Task<CancelledReads> cancelled_reader(tls::ReadHalf<TcpStream> r, std::uint64_t 
     if (!n) {
       EXPECT_EQ(n.error(), make_error_code(errc::timed_out));
       ++out.cancelled;
+      // Relaxed: a count the writer polls to decide when to stop; it orders
+      // nothing else (the bytes travel through the socket).
+      cancelled->fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     if (!*n) {
@@ -1405,8 +1425,12 @@ void run_cancelled_reads(const Flavour& flavour, bool client_writes) {
         std::move(*h.client).into_split();
     std::pair<tls::ReadHalf<TcpStream>, tls::WriteHalf<TcpStream>> s =
         std::move(*h.server).into_split();
-    JoinHandle<std::uint64_t> server_writer = spawn(paced_writer(s.second, total, 7, 11));
-    JoinHandle<CancelledReads> client_reader = spawn(cancelled_reader(c.first, 7, 12));
+    // Shared, not on this frame: an aborted task may still touch it after
+    // this coroutine has returned.
+    auto cancelled = std::make_shared<std::atomic<int>>(0);
+    JoinHandle<std::uint64_t> server_writer =
+        spawn(paced_writer(s.second, total, 7, 11, cancelled));
+    JoinHandle<CancelledReads> client_reader = spawn(cancelled_reader(c.first, 7, 12, cancelled));
     JoinHandle<std::uint64_t> client_writer;
     JoinHandle<ReadResult> server_reader = spawn(pattern_reader(s.first, 8));
     if (both_ways)
@@ -1424,11 +1448,12 @@ void run_cancelled_reads(const Flavour& flavour, bool client_writes) {
       server_reader.abort();
       co_return;
     }
-    EXPECT_EQ(*wrote, total);
+    EXPECT_GE(*wrote, total);
     EXPECT_FALSE(got->read.error) << got->read.error.message();
-    EXPECT_EQ(got->read.bytes, total) << "bytes lost or duplicated by cancelled reads";
+    EXPECT_EQ(got->read.bytes, *wrote) << "bytes lost or duplicated by cancelled reads";
     EXPECT_EQ(got->read.first_bad, UINT64_MAX) << "first wrong byte";
-    EXPECT_GT(got->cancelled, 10) << "too few reads were cancelled to test anything";
+    EXPECT_GE(got->cancelled, kWantCancelledReads)
+        << "too few reads were cancelled to test anything (in " << *wrote << " bytes)";
     if (both_ways) {
       Expected<std::uint64_t> back = co_await volt::timeout(kNotHung * 3, client_writer);
       EXPECT_TRUE(back && *back == total);
