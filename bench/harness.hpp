@@ -82,11 +82,16 @@ struct Config {
   std::size_t iters = 10;
   std::size_t warmup = 5;
   bool quick = false;
-  int port = -1;        // -1: a free loopback port
-  int serve_http = -1;  // -1: run the suite
+  int port = -1;          // -1: a free loopback port
+  int serve_http = -1;    // -1: run the suite
+  std::uint64_t ops = 0;  // --ops: every benchmark's op count (0: its own)
 
-  // The ops of one iteration: the benchmark's own count, / 10 with --quick.
-  std::uint64_t scale(std::uint64_t ops) const { return quick ? ops / 10 : ops; }
+  // The ops of one iteration: --ops if given, else the benchmark's own
+  // count, / 10 with --quick.
+  std::uint64_t scale(std::uint64_t own) const {
+    if (ops != 0) return ops;
+    return quick ? own / 10 : own;
+  }
 };
 
 // One line of output.

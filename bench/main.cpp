@@ -27,8 +27,9 @@ namespace volt_bench {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: volt_bench [--workers N] [--filter SUBSTR] [--iters N] [--warmup N] [--quick] [--port "
-    "PORT]\n"
+    "usage: volt_bench [--workers N] [--filter SUBSTR] [--iters N] [--warmup N] [--quick] [--ops "
+    "N]\n"
+    "                  [--port PORT]\n"
     "       volt_bench --serve-http PORT [--workers N]\n"
     "\n"
     "  --workers N        worker threads of the multi-thread runtime (default: number of CPUs)\n"
@@ -37,6 +38,8 @@ constexpr const char* kUsage =
     "  --warmup N         untimed warm-up iterations (default 5)\n"
     "  --quick            iters 3, warmup 1, ops divided by 10 (smoke runs);\n"
     "                     an explicit --iters/--warmup still wins\n"
+    "  --ops N            ops per iteration for every selected benchmark instead of its own\n"
+    "                     count (e.g. --filter fork_fib --ops 3524577 builds fib(32))\n"
     "  --port PORT        port for http_plaintext's server (default: a free loopback port)\n"
     "  --serve-http PORT  only serve the http_plaintext server on 127.0.0.1:PORT, until killed\n"
     "\n"
@@ -115,6 +118,8 @@ Config parse(int argc, char** argv) {
       iters = positive(flag, value());
     } else if (flag == "--warmup") {
       warmup = number<std::size_t>(flag, value());
+    } else if (flag == "--ops") {
+      config.ops = positive(flag, value());
     } else if (flag == "--port") {
       config.port = number<std::uint16_t>(flag, value());
     } else if (flag == "--serve-http") {

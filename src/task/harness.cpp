@@ -14,6 +14,10 @@
 //   5. Cancel: destroy the frame where it is suspended, record the reason.
 //   6. Complete: leave the owned list, publish kComplete, wake the join waiter
 //      or drop the output if nobody will read it, drop the poll's references.
+//
+// An inline poll (join_inline, task_state.hpp "Inline polls") replaces step 1
+// by transition_to_running_inline and step 2's budget refill by the awaiting
+// task's remaining budget; steps 3 to 6 are the same.
 #include <cassert>
 #include <utility>
 
@@ -26,6 +30,10 @@ namespace volt::detail {
 
 thread_local ThreadContext tls_context{};
 thread_local std::coroutine_handle<> tls_resume_next{};
+
+// Steps 3 to 6: everything after the resume, for a poll that holds kRunning
+// and one reference (a queue entry's, or an inline poll's own).
+void end_poll(TaskHeader* task) noexcept;
 
 namespace {
 
@@ -111,26 +119,37 @@ bool ResumeSlot::poll() noexcept {
 const WakerVTable kTaskWakerVTable{&task_waker_clone, &task_waker_wake, &task_waker_wake_by_ref,
                                    &task_waker_drop};
 
-void poll_task(TaskHeader* task) noexcept {
+// Step 1 for a caller holding the task's queue entry: true if the caller now
+// holds kRunning and polls; false if there is nothing to poll (cancelled and
+// completed here, claimed elsewhere, or complete; the entry's reference is
+// consumed either way).
+bool start_poll(TaskHeader* task) noexcept {
   switch (task->state.transition_to_running()) {
     case TaskState::ToRunning::kSuccess:
-      break;
+      return true;
     case TaskState::ToRunning::kCancelled:
       task->vtable->cancel(task, cancel_reason(task));
       complete(task, 1);
-      return;
+      return false;
     case TaskState::ToRunning::kFailed:
-      return;
+      return false;
     case TaskState::ToRunning::kDealloc:
       task->vtable->dealloc(task);
-      return;
+      return false;
   }
+  return false;
+}
 
+void poll_task(TaskHeader* task) noexcept {
+  if (!start_poll(task)) return;
   {
     CurrentTaskScope scope(task);
     task->resume.poll();
   }
+  end_poll(task);
+}
 
+void end_poll(TaskHeader* task) noexcept {
   if (task->root.done()) {
     task->vtable->finish(task);
     complete(task, 1);
@@ -150,6 +169,70 @@ void poll_task(TaskHeader* task) noexcept {
       complete(task, 1);
       return;
   }
+}
+
+namespace {
+
+// How many inline polls may nest on one thread (a child polled inline awaits
+// its own children inline, and so on). Each level costs a few hundred bytes
+// of the thread's stack (await_suspend, join_inline, the resume loop); 64
+// levels cover a binary fork-join tree of 2^64 leaves at depth, and a deeper
+// chain simply waits for its children the ordinary way below that.
+constexpr int kMaxInlineDepth = 64;
+thread_local int tls_inline_depth = 0;
+
+// The awaiting task's context swapped for the child's during an inline poll.
+// The cooperative budget is not refilled: the child spends what the awaiting
+// poll has left, so that a loop of spawn-and-join still yields every
+// kCoopBudget joins, as it does when each join waits.
+class InlinePollScope {
+ public:
+  explicit InlinePollScope(TaskHeader* task) noexcept
+      : saved_task_(tls_context.current_task), saved_slot_(tls_context.slot) {
+    tls_context.current_task = task;
+    tls_context.slot = &task->resume;
+    ++tls_inline_depth;
+  }
+  ~InlinePollScope() {
+    --tls_inline_depth;
+    tls_context.current_task = saved_task_;
+    tls_context.slot = saved_slot_;
+  }
+
+ private:
+  TaskHeader* saved_task_;
+  ResumeSlot* saved_slot_;
+};
+
+}  // namespace
+
+bool join_inline(TaskHeader* task) noexcept {
+  ThreadContext& ctx = tls_context;
+  // Only inside a task, on a thread that runs this task's scheduler (its
+  // worker or its current-thread loop, or a helping block_on): the child
+  // must run where its runtime runs it.
+  if (!ctx.current_task || ctx.scheduler != task->scheduler) return false;
+  if (tls_inline_depth >= kMaxInlineDepth || ctx.budget <= 0) return false;
+  // Once shutdown began, queued tasks are the shutdown's to cancel, and no
+  // worker polls them any more: neither do we.
+  if (task->scheduler->is_shutting_down()) return false;
+  if (task->scheduler->take_queued(task)) {
+    // Its queue entry is ours now: an ordinary poll (step 1 as from a queue),
+    // only here. Step 1 cannot free the cell: the JoinHandle holds a reference.
+    if (!start_poll(task)) {
+      return task->state.load().is_complete();
+    }
+  } else if (!task->state.transition_to_running_inline()) {
+    return false;
+  }
+  --ctx.budget;  // the join's own unit, as a join that finds the task done
+  {
+    InlinePollScope scope(task);
+    task->resume.poll();
+  }
+  // The JoinHandle's reference keeps the cell alive past end_poll.
+  end_poll(task);
+  return task->state.load().is_complete();
 }
 
 void shutdown_task(TaskHeader* task) noexcept {

@@ -82,9 +82,10 @@ TEST(TaskStateTest, InitialStateIsNotifiedWithJoinInterestAndThreeReferences) {
 
 TEST(TaskStateTest, LayoutKeepsFlagsBelowTheReferenceCount) {
   const Word all_flags = TaskState::kRunning | TaskState::kComplete | TaskState::kNotified |
-                         TaskState::kJoinInterest | TaskState::kJoinWaker | TaskState::kCancelled;
+                         TaskState::kJoinInterest | TaskState::kJoinWaker | TaskState::kCancelled |
+                         TaskState::kQueuedEntry;
   EXPECT_EQ(all_flags & TaskState::kRefMask, 0u);
-  EXPECT_EQ(all_flags, kFlagMask);  // six distinct bits, no gaps below kRefOne
+  EXPECT_EQ(all_flags, kFlagMask);  // seven distinct bits, no gaps below kRefOne
   EXPECT_EQ(TaskState::Snapshot{5 * TaskState::kRefOne | all_flags}.ref_count(), 5u);
 }
 
@@ -145,6 +146,97 @@ TEST(TaskStateTest, ToRunningDeallocatesWhenTheQueueEntryHeldTheLastReference) {
   EXPECT_EQ(refs(s), 1u);
   EXPECT_EQ(s.transition_to_running(), ToRunning::kDealloc);
   EXPECT_EQ(refs(s), 0u);
+}
+
+// ---- inline polls (rule 5) ----
+
+constexpr Word kInlineRunning =
+    TaskState::kRunning | TaskState::kNotified | TaskState::kQueuedEntry | TaskState::kJoinInterest;
+
+TEST(TaskStateTest, InlineClaimOfAQueuedTaskKeepsItsNotificationAndAddsTheReferenceOfThePoll) {
+  TaskState s;  // queued, with its entry's reference
+  EXPECT_TRUE(s.transition_to_running_inline());
+  EXPECT_EQ(flags(s), kInlineRunning);
+  EXPECT_EQ(refs(s), 4u);
+  // A wake-up during the poll finds it notified already: nothing to submit.
+  EXPECT_EQ(s.transition_to_notified_by_ref(), ToNotified::kDoNothing);
+  EXPECT_EQ(refs(s), 4u);
+}
+
+TEST(TaskStateTest, InlineClaimIsRefusedUnlessQueuedIdleAndNotCancelled) {
+  {
+    TaskState s;
+    make_idle(s);  // not queued
+    EXPECT_FALSE(s.transition_to_running_inline());
+    EXPECT_EQ(flags(s), TaskState::kJoinInterest);
+  }
+  {
+    TaskState s;
+    make_running(s);
+    ASSERT_EQ(s.transition_to_notified_by_ref(), ToNotified::kDoNothing);  // running, notified
+    EXPECT_FALSE(s.transition_to_running_inline());
+  }
+  {
+    TaskState s;
+    make_complete(s);
+    EXPECT_FALSE(s.transition_to_running_inline());
+  }
+  {
+    TaskState s;
+    EXPECT_FALSE(s.transition_to_notified_and_cancel());  // queued and aborted
+    EXPECT_FALSE(s.transition_to_running_inline());       // the queue's poller cancels it
+    EXPECT_EQ(refs(s), 3u);
+  }
+  {
+    TaskState s;
+    ASSERT_TRUE(s.transition_to_running_inline());
+    EXPECT_FALSE(s.transition_to_running_inline());  // one poll at a time
+    EXPECT_EQ(refs(s), 4u);
+  }
+}
+
+TEST(TaskStateTest, InlinePollEndingWithItsEntryStillQueuedLeavesTheTaskNotifiedForIt) {
+  TaskState s;
+  ASSERT_TRUE(s.transition_to_running_inline());
+  EXPECT_EQ(s.transition_to_idle(), ToIdle::kOk);  // no second entry: the first is queued
+  EXPECT_EQ(flags(s), TaskState::kNotified | TaskState::kJoinInterest);
+  EXPECT_EQ(refs(s), 3u);
+  // The entry then polls it as usual.
+  EXPECT_EQ(s.transition_to_running(), ToRunning::kSuccess);
+  EXPECT_EQ(refs(s), 3u);
+}
+
+TEST(TaskStateTest, EntryPoppedDuringAnInlinePollHandsTheNotificationToThePoll) {
+  TaskState s;
+  ASSERT_TRUE(s.transition_to_running_inline());
+  // The worker pops the entry while the awaiting thread polls the task.
+  EXPECT_EQ(s.transition_to_running(), ToRunning::kFailed);
+  EXPECT_EQ(flags(s), TaskState::kRunning | TaskState::kNotified | TaskState::kJoinInterest);
+  EXPECT_EQ(refs(s), 3u);
+  // No entry is left: the poll's reference becomes a new one.
+  EXPECT_EQ(s.transition_to_idle(), ToIdle::kOkNotified);
+  EXPECT_EQ(flags(s), TaskState::kNotified | TaskState::kJoinInterest);
+  EXPECT_EQ(refs(s), 3u);
+}
+
+TEST(TaskStateTest, TaskCompletedInlineLeavesItsEntryToDropItsReferenceWhenPopped) {
+  TaskState s;
+  ASSERT_TRUE(s.transition_to_running_inline());
+  (void)s.transition_to_complete();
+  EXPECT_FALSE(s.transition_to_terminal(2));  // the poll's and the owned list's
+  EXPECT_EQ(refs(s), 2u);                     // the entry's and the JoinHandle's
+  EXPECT_EQ(s.transition_to_running(), ToRunning::kFailed);
+  EXPECT_EQ(refs(s), 1u);
+  EXPECT_FALSE(s.load().has_queued_entry());
+}
+
+TEST(TaskStateTest, AbortDuringAnInlinePollIsLeftToThatPoll) {
+  TaskState s;
+  ASSERT_TRUE(s.transition_to_running_inline());
+  EXPECT_FALSE(s.transition_to_notified_and_cancel());
+  EXPECT_EQ(s.transition_to_idle(), ToIdle::kCancelled);  // stays claimed; it cancels
+  EXPECT_TRUE(s.load().is_running());
+  EXPECT_EQ(refs(s), 4u);
 }
 
 // ---- transition_to_idle ----

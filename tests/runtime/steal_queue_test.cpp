@@ -7,11 +7,12 @@
 // anything else.
 //
 // Deterministic: FIFO order, overflow of half + 1 in order, steals of half
-// rounded up, the counters, and more than 2^16 positions so that the 16-bit
-// positions wrap. Stress: an owner pushing (overflowing) and popping against
-// thieves that steal into their own queues, with capacity 4 (wrap-around and
-// overflow on almost every operation) and 256; every task must be consumed
-// exactly once.
+// rounded up, taking the newest task back (pop_back_if), the counters, and
+// more than 2^16 positions so that the 16-bit positions wrap. Stress: an
+// owner pushing (overflowing), popping and, in two of them, taking tasks back
+// from the tail against thieves that steal into their own queues, with
+// capacity 4 (wrap-around and overflow on almost every operation) and 256;
+// every task must be consumed exactly once.
 #include "runtime/scheduler/steal_queue.hpp"
 
 #include <gtest/gtest.h>
@@ -268,6 +269,47 @@ TEST(StealQueueTest, StealOfASingleTaskReturnsItAndLeavesBothEmpty) {
 
 // Positions are 16-bit and wrap; run well past 2^16 of them, in pushes, pops,
 // overflows and steals, with the order checked throughout.
+TEST(StealQueueTest, PopBackIfTakesOnlyTheTaskPushedLast) {
+  FakeTasks tasks(3);
+  InjectQueue inject;
+  SmallQueue q;
+  EXPECT_FALSE(q.pop_back_if(tasks[0]));  // empty
+  for (std::size_t i = 0; i < 3; ++i)
+    ASSERT_FALSE(q.push_back_or_overflow(tasks[i], inject));
+  EXPECT_FALSE(q.pop_back_if(tasks[1]));  // queued, but not last
+  EXPECT_TRUE(q.pop_back_if(tasks[2]));
+  EXPECT_FALSE(q.pop_back_if(tasks[2]));  // gone
+  EXPECT_EQ(q.len(), 2u);
+  EXPECT_TRUE(q.pop_back_if(tasks[1]));  // now last
+  ASSERT_FALSE(q.push_back_or_overflow(tasks[2], inject));
+  EXPECT_EQ(drain_ids(q), (std::vector<std::uint64_t>{0, 2}));
+}
+
+TEST(StealQueueTest, PopBackIfAfterAStealTakesTheLastOfWhatIsLeft) {
+  FakeTasks tasks(4);
+  InjectQueue inject;
+  SmallQueue q, thief;
+  for (std::size_t i = 0; i < 4; ++i)
+    ASSERT_FALSE(q.push_back_or_overflow(tasks[i], inject));
+  std::uint32_t stolen = 0;
+  ASSERT_NE(q.steal_into(thief, &stolen), nullptr);
+  ASSERT_EQ(stolen, 2u);
+  EXPECT_TRUE(q.pop_back_if(tasks[3]));
+  EXPECT_EQ(drain_ids(q), (std::vector<std::uint64_t>{2}));
+  EXPECT_EQ(q.remaining_slots(), 4u);
+}
+
+TEST(StealQueueTest, PopBackIfOfATaskAThiefTookFails) {
+  FakeTasks tasks(1);
+  InjectQueue inject;
+  SmallQueue q, thief;
+  ASSERT_FALSE(q.push_back_or_overflow(tasks[0], inject));
+  ASSERT_EQ(q.steal_into(thief), tasks[0]);
+  EXPECT_FALSE(q.pop_back_if(tasks[0]));
+  EXPECT_EQ(q.len(), 0u);
+  EXPECT_EQ(q.pop(), nullptr);
+}
+
 TEST(StealQueueTest, PositionsWrapAroundPast65536) {
   constexpr std::size_t kOps = 70'000;
   FakeTasks tasks(8);
@@ -325,7 +367,7 @@ TEST(StealQueueTest, PositionsWrapAroundPast65536) {
 // Whatever is left when everybody stops is drained by the test thread. Each id
 // must be consumed exactly once.
 template <std::uint32_t Capacity>
-void run_owner_and_thieves(std::size_t num_tasks, int num_thieves) {
+void run_owner_and_thieves(std::size_t num_tasks, int num_thieves, bool take_back = false) {
   using Queue = BasicStealQueue<Capacity>;
   FakeTasks tasks(num_tasks);
   InjectQueue inject;
@@ -336,6 +378,7 @@ void run_owner_and_thieves(std::size_t num_tasks, int num_thieves) {
   std::vector<std::atomic<int>> consumed(num_tasks);
   std::atomic<bool> owner_done{false};
   std::atomic<int> bad_steals{0};
+  std::size_t taken_back = 0;  // owner thread only, read after join
 
   auto consume = [&](TaskHeader* t) { consumed[t->id].fetch_add(1, std::memory_order_relaxed); };
   auto consume_from_inject = [&] {
@@ -369,7 +412,20 @@ void run_owner_and_thieves(std::size_t num_tasks, int num_thieves) {
       rng ^= rng << 17;
       // Pop after three pushes of four: the queue fills and overflows, while
       // thieves keep taking.
-      if (rng % 4 != 0) {
+      if (take_back && rng % 4 == 1) {
+        // The join of a task just spawned: take it back from the tail (it
+        // may have overflowed to the inject queue or been stolen already).
+        if (owner_queue.pop_back_if(tasks[i])) {
+          consume(tasks[i]);
+          ++taken_back;
+        }
+      } else if (take_back && rng % 4 == 2 && i > 0) {
+        // The one before it, last only if the newest one is gone.
+        if (owner_queue.pop_back_if(tasks[i - 1])) {
+          consume(tasks[i - 1]);
+          ++taken_back;
+        }
+      } else if (rng % 4 != 0) {
         if (TaskHeader* t = owner_queue.pop()) consume(t);
       }
       if (i % 64 == 0) consume_from_inject();
@@ -440,6 +496,9 @@ void run_owner_and_thieves(std::size_t num_tasks, int num_thieves) {
   EXPECT_EQ(duplicated, 0u);
   EXPECT_EQ(owner_queue.len(), 0u);
   EXPECT_EQ(inject.len(), 0u);
+  if (take_back) {
+    EXPECT_GT(taken_back, 0u);
+  }
 }
 
 TEST(StealQueueStressTest, OwnerAndTwoThievesCapacity4ConsumeEachTaskOnce) {
@@ -452,6 +511,17 @@ TEST(StealQueueStressTest, OwnerAndThreeThievesCapacity4ConsumeEachTaskOnce) {
 
 TEST(StealQueueStressTest, OwnerAndThreeThievesCapacity256ConsumeEachTaskOnce) {
   run_owner_and_thieves<256>(test::scale(1'000'000), 3);
+}
+
+// The owner also takes its newest tasks back from the tail (pop_back_if)
+// while thieves claim from the head: with capacity 4 the two ends meet on
+// almost every operation, the race "Taking back the last slot" is about.
+TEST(StealQueueStressTest, OwnerTakingBackFromTheTailAgainstTwoThievesCapacity4) {
+  run_owner_and_thieves<4>(test::scale(1'000'000), 2, true);
+}
+
+TEST(StealQueueStressTest, OwnerTakingBackFromTheTailAgainstThreeThievesCapacity256) {
+  run_owner_and_thieves<256>(test::scale(1'000'000), 3, true);
 }
 
 }  // namespace

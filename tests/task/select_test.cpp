@@ -575,6 +575,9 @@ Task<bool> budget_lets_others_run() {
   std::atomic<bool> stop{false};
   JoinHandle<long> spinner = volt::spawn(spin_on_ready(&ready, &stop));
   JoinHandle<void> other = volt::spawn(set_flag(&stop));
+  // Let the spinner start first: joining `other` right away would poll it
+  // in place (and stop the spinner before it spun).
+  co_await volt::yield_now();
   co_await other;
   long n = co_await spinner;
   co_return n > 0;

@@ -85,6 +85,15 @@ class Scheduler {
   // Removes a completed task from the owned list. True if it was still there
   // (the caller then also drops the list's reference).
   virtual bool release(TaskHeader* task) noexcept = 0;
+  // Takes `task`'s queue entry back from the calling thread's own queue if
+  // it is where a removal is cheap (a worker's LIFO slot or the tail of its
+  // local queue); the caller then holds the entry's reference. Used by a
+  // join that polls the task in place (harness.cpp, join_inline). False
+  // otherwise, changing nothing.
+  virtual bool take_queued(TaskHeader* task) noexcept {
+    (void)task;
+    return false;
+  }
   // Blocks a thread outside the runtime until `task` completes.
   virtual void block_until_complete(TaskHeader* task) = 0;
   virtual bool is_shutting_down() const noexcept = 0;

@@ -14,7 +14,10 @@
 //   bit 4  kJoinWaker     the join_waker field holds a waker and belongs to the
 //                         task side (see below)
 //   bit 5  kCancelled     abort() or shutdown asked the task to stop
-//   bits 6..63            reference count (kRefOne = 1 << 6)
+//   bit 6  kQueuedEntry   the task is being polled inline (by a thread awaiting
+//                         its JoinHandle) while its queue entry is still queued
+//                         (see "Inline polls" below)
+//   bits 7..63            reference count (kRefOne = 1 << 7)
 //
 // Initial value: kNotified | kJoinInterest, 3 references: the scheduler queue
 // entry (the "notified" reference), the JoinHandle, and the runtime's list of
@@ -33,6 +36,26 @@
 //  4. A queue entry always owns one reference; polling consumes it unless the
 //     task is notified again during the poll, in which case the same reference
 //     goes back to a queue.
+//  5. A task has at most one queue entry, and has one exactly while it is
+//     kNotified and not kRunning, or kRunning with kQueuedEntry. (One entry
+//     matters beyond counting: the inject queue links its entries through the
+//     task's single queue_next field.)
+//
+// Inline polls. A task awaiting the JoinHandle of a task that is queued but
+// not running polls it in place instead of suspending (a fork-join tree then
+// runs depth first, at the cost of a call per join; harness.cpp,
+// join_inline). It cannot take the queue entry out of whatever queue holds
+// it, so the claim (transition_to_running_inline) leaves the entry and
+// kNotified where they are, adds kRunning, kQueuedEntry and a reference of its
+// own. From then on, as during any poll, a wake-up only (re)sets kNotified.
+// If the entry is popped while the inline poll runs, the popper finds the
+// task running, drops the entry's reference and clears kQueuedEntry: the
+// notification is then the poll's to re-queue, as for a task woken during
+// its poll. If the poll ends with kQueuedEntry still set, the entry is still
+// queued: the task goes back to idle and notified, and the poll drops only
+// its own reference; the entry polls the task once more later, which the
+// leaf's readiness check (ResumeSlot) makes harmless if nothing changed. A
+// task completed inline leaves its entry to be dropped when popped.
 //
 // Every change goes through one of the named transitions below, all of which
 // are a single CAS loop (update_state) or a single fetch_* with a stated order.
@@ -57,13 +80,14 @@ class TaskState {
   static constexpr Word kJoinInterest = 1u << 3;
   static constexpr Word kJoinWaker = 1u << 4;
   static constexpr Word kCancelled = 1u << 5;
+  static constexpr Word kQueuedEntry = 1u << 6;
   static constexpr Word kLifecycleMask = kRunning | kComplete;
-  static constexpr unsigned kRefShift = 6;
+  static constexpr unsigned kRefShift = 7;
   static constexpr Word kRefOne = Word{1} << kRefShift;
   static constexpr Word kRefMask = ~(kRefOne - 1);
   static constexpr Word kInitial = 3 * kRefOne | kNotified | kJoinInterest;
-  static_assert((kRefOne &
-                 (kRunning | kComplete | kNotified | kJoinInterest | kJoinWaker | kCancelled)) == 0,
+  static_assert((kRefOne & (kRunning | kComplete | kNotified | kJoinInterest | kJoinWaker |
+                            kCancelled | kQueuedEntry)) == 0,
                 "flags and reference count overlap");
 
   // A read-only view of one value of the word.
@@ -75,6 +99,7 @@ class TaskState {
     bool is_join_interested() const { return bits & kJoinInterest; }
     bool is_join_waker_set() const { return bits & kJoinWaker; }
     bool is_cancelled() const { return bits & kCancelled; }
+    bool has_queued_entry() const { return bits & kQueuedEntry; }
     bool is_idle() const { return (bits & kLifecycleMask) == 0; }
     Word ref_count() const { return bits >> kRefShift; }
   };
@@ -95,13 +120,15 @@ class TaskState {
   ToRunning transition_to_running() noexcept {
     ToRunning action = ToRunning::kSuccess;
     update_state([&](Word cur) -> Word {
-      check(cur & kNotified, cur, "transition_to_running: not notified");
       if (!(Snapshot{cur}.is_idle())) {
-        // Already running elsewhere or complete: drop the queue's reference.
-        Word next = cur - kRefOne;
+        // Claimed by shutdown, polled inline (rule 5: the entry is no longer
+        // queued, so kQueuedEntry goes and the notification becomes the
+        // poll's), or complete: drop the queue's reference.
+        Word next = (cur - kRefOne) & ~kQueuedEntry;
         action = (next & kRefMask) == 0 ? ToRunning::kDealloc : ToRunning::kFailed;
         return next;
       }
+      check(cur & kNotified, cur, "transition_to_running: not notified");
       action = (cur & kCancelled) ? ToRunning::kCancelled : ToRunning::kSuccess;
       return (cur | kRunning) & ~kNotified;
     });
@@ -118,7 +145,13 @@ class TaskState {
         return false;  // stay claimed; the caller cancels
       }
       next = cur & ~kRunning;
-      if (cur & kNotified) {
+      if (cur & kQueuedEntry) {
+        // An inline poll whose queue entry is still queued (rule 5): the task
+        // stays notified for that entry; only the poll's reference goes (not
+        // the last: the entry and the awaiting JoinHandle hold theirs).
+        next = (next & ~kQueuedEntry) - kRefOne;
+        action = (next & kRefMask) == 0 ? ToIdle::kOkDealloc : ToIdle::kOk;
+      } else if (cur & kNotified) {
         // Woken during the poll: our reference becomes the new queue entry's.
         action = ToIdle::kOkNotified;
       } else {
@@ -129,6 +162,21 @@ class TaskState {
     });
     (void)changed;
     return action;
+  }
+
+  // A thread awaiting this task's JoinHandle, to poll it inline (see "Inline
+  // polls" above). Succeeds only on a task that is queued (kNotified) and
+  // idle, and not cancelled (the queue's poller cancels it); adds kRunning,
+  // kQueuedEntry and the poll's reference. kNotified stays: the entry is
+  // still queued. The poll then ends through transition_to_idle or
+  // transition_to_complete like any other.
+  bool transition_to_running_inline() noexcept {
+    return update_state_if([&](Word cur, Word& next) {
+      if ((cur & (kLifecycleMask | kNotified | kCancelled | kQueuedEntry)) != kNotified)
+        return false;
+      next = (cur | kRunning | kQueuedEntry) + kRefOne;
+      return true;
+    });
   }
 
   // Poller: kRunning -> kComplete in one step. acq_rel: release publishes the

@@ -26,7 +26,11 @@ struct WorkerStats {
 struct RuntimeStats {
   std::size_t num_workers = 0;
   std::uint64_t total_spawned = 0;
-  std::uint64_t total_polled = 0;          // by workers plus blocked_thread_polls
+  // Polls of tasks taken from a queue: by workers plus blocked_thread_polls.
+  // A poll that a JoinHandle's co_await runs in place (join_handle.hpp) is
+  // not counted; the popped entry of a task it completed is (a poll that
+  // finds nothing to do).
+  std::uint64_t total_polled = 0;
   std::uint64_t blocked_thread_polls = 0;  // run by threads blocked in block_on/join, helping
   std::uint64_t total_stolen = 0;
   std::uint64_t total_parked = 0;

@@ -10,6 +10,13 @@
 //    awaiting a moved-from handle, throws volt::Error(errc::invalid_handle).
 //    Waiting allocates nothing. If the awaiting task is itself aborted, the
 //    wait is withdrawn and the handle stays usable.
+//  - If the task is queued and not running (typically: spawned and not
+//    started yet), `co_await` polls it in place, on the awaiting thread and
+//    inside the awaiting task's poll, instead of waiting for a worker to get
+//    to it; a fork-join tree then runs depth first. It spends the awaiting
+//    poll's cooperative budget, so a loop of spawn-and-join still yields
+//    every 128 joins; tasks of another runtime, aborted tasks, and nesting
+//    deeper than 64 such polls on one thread are awaited the ordinary way.
 //  - `join()` does the same from a thread outside the runtime, blocking it;
 //    on a runtime thread it throws volt::Error(errc::blocking_in_runtime).
 //  - `abort()` asks the task to stop: its frame is destroyed at its next
@@ -48,6 +55,11 @@ bool join_handle_register(TaskHeader* task, Waker waker);
 void join_handle_withdraw(TaskHeader* task) noexcept;
 void join_handle_abort(TaskHeader* task) noexcept;
 void join_handle_block(TaskHeader* task);
+// Polls `task` on this thread, inside the awaiting task's poll, if it is
+// queued and not running (task_state.hpp, "Inline polls"). Returns whether it
+// completed (false also when it could not be claimed: not queued, running,
+// another runtime's, inline polls nested too deep, or no budget left).
+bool join_inline(TaskHeader* task) noexcept;
 // Consumes a cooperative-budget unit; false when the poll's budget is spent.
 bool coop_try_consume() noexcept;
 // Whether the current task's poll has no budget left, without spending any.
@@ -121,6 +133,9 @@ class [[nodiscard]] JoinHandle {
     }
     bool await_suspend(std::coroutine_handle<> self) {
       if (!handle_.task_->state.load().is_complete()) {
+        // Not started yet (or woken and queued): run it here rather than wait
+        // for a worker to get to it. A fork-join tree then runs depth first.
+        if (detail::join_inline(handle_.task_)) return false;
         detail::TaskHeader* current = detail::suspend_current(self, &is_complete, handle_.task_);
         if (detail::join_handle_register(handle_.task_, detail::make_task_waker(current))) {
           registered_ = true;

@@ -180,6 +180,12 @@ bool MultiThreadScheduler::has_pending_work() const noexcept {
   return false;
 }
 
+bool MultiThreadScheduler::take_queued(TaskHeader* task) noexcept {
+  ThreadContext& ctx = tls_context;
+  if (ctx.scheduler != this || !ctx.worker) return false;
+  return static_cast<Worker*>(ctx.worker)->take_local(task);
+}
+
 void MultiThreadScheduler::block_until_complete(TaskHeader* task) {
   ThreadParker& parker = ThreadParker::current();
   if (!join_handle_register(task, parker.waker())) return;  // already complete

@@ -1,17 +1,21 @@
 // StealQueue: a worker's bounded local run queue (reference: WorkStealQueue).
 //
-// One owner thread pushes at the tail and pops at the head; any thread may
-// steal half of the queue into its own. Capacity is a power of two (256 in
-// the runtime, 4 in tests so that wrap-around and overflow run constantly).
+// One owner thread pushes at the tail and pops at the head (and may take
+// back the task it pushed last, pop_back_if); any thread may steal half of
+// the queue into its own. Capacity is a power of two (256 in the runtime, 4
+// in tests so that wrap-around and overflow run constantly).
 //
-// Layout: `head_` packs two 16-bit positions, {steal (high), real (low)};
-// `tail_` is 16 bits. Positions count forever and wrap at 2^16; a slot is
-// `position & kMask` (Capacity divides 2^16, so wrapping is seamless).
+// Layout: `head_` packs a 32-bit version and two 16-bit positions,
+// {version (high), steal, real (low)}; `tail_` is 16 bits. Positions count
+// forever and wrap at 2^16; a slot is `position & kMask` (Capacity divides
+// 2^16, so wrapping is seamless).
 //   - real:  next slot the owner pops, and where stealers start claiming.
 //   - steal: first slot a stealer may still be reading. steal == real when no
 //            steal is in progress; steal != real while a stealer copies.
 //   - The owner may write slot `tail` only if tail - steal < Capacity, so a
 //     slot being copied by a stealer is never overwritten.
+//   - version: changed only by pop_back_if, so that a stealer's claim computed
+//     from a `tail` read before the owner took its last slot back fails.
 //
 // Steal protocol (3 phases):
 //   1. claim: CAS head {s, r} -> {s, r + n} (only if s == r: one stealer at a
@@ -27,6 +31,20 @@
 // the new one to the inject queue in one batch (one lock for N/2 + 1 tasks).
 // If a steal is in progress, the queue is about to have room, so the new task
 // alone goes to the inject queue.
+//
+// Taking back the last slot (pop_back_if, the owner; a join that polls the
+// task it spawned last in place): the owner first lowers `tail` (relaxed),
+// then CASes head to the same positions with the version + 1 (acq_rel),
+// retrying while stealers claim meanwhile. The slot `tail - 1` was
+// the owner's iff, in the head value the CAS replaced, real < tail: every
+// claim is a CAS on head, so each one is either in the value the owner's CAS
+// compared against (then real shows whether it reached the slot), or fails
+// because it compared against an older version, or read head after the
+// owner's CAS, which its acquire load synchronises with, and so reads the
+// lowered tail and cannot reach the slot. A claim that took the slot (it read
+// the old tail when one task was left) wins: the owner restores `tail`. In
+// that window tail < real; a stealer that reads such a pair sees a length
+// above Capacity and treats the queue as empty.
 //
 // Slots are plain pointers: every slot access is ordered by head_/tail_ (the
 // owner's release store of tail_ publishes a slot to stealers' acquire load;
@@ -63,7 +81,7 @@ class BasicStealQueue {
     for (;;) {
       // acquire: pairs with a stealer's release in phase 3, so the slots it
       // handed back are no longer being read when we overwrite them.
-      std::uint32_t head = head_.load(std::memory_order_acquire);
+      std::uint64_t head = head_.load(std::memory_order_acquire);
       std::uint16_t steal = steal_of(head);
       std::uint16_t real = real_of(head);
       std::uint16_t tail = tail_.load(std::memory_order_relaxed);  // we are its only writer
@@ -79,14 +97,14 @@ class BasicStealQueue {
         push_or_drop(inject, task, task, 1);
         return true;
       }
-      if (push_overflow(task, real, inject)) return true;
+      if (push_overflow(task, head, inject)) return true;
       // A stealer claimed tasks between our load and CAS: there is room now.
     }
   }
 
   // Owner only.
   TaskHeader* pop() noexcept {
-    std::uint32_t head = head_.load(std::memory_order_acquire);
+    std::uint64_t head = head_.load(std::memory_order_acquire);
     for (;;) {
       std::uint16_t steal = steal_of(head);
       std::uint16_t real = real_of(head);
@@ -94,12 +112,40 @@ class BasicStealQueue {
       if (real == tail) return nullptr;
       std::uint16_t next_real = static_cast<std::uint16_t>(real + 1);
       // No steal in progress: both halves move together.
-      std::uint32_t next = steal == real ? pack(next_real, next_real) : pack(steal, next_real);
+      std::uint64_t next =
+          steal == real ? with(head, next_real, next_real) : with(head, steal, next_real);
       // acq_rel: acquire pairs with stealers' claims; release orders our pop
       // before a stealer's next claim reads `real`.
       if (head_.compare_exchange_weak(head, next, std::memory_order_acq_rel,
                                       std::memory_order_acquire))
         return buffer_[real & kMask];
+    }
+  }
+
+  // Owner only. Takes the task pushed last back out of the queue if it is
+  // `task` and no stealer has claimed it (see "Taking back the last slot");
+  // the caller then holds its entry's reference.
+  bool pop_back_if(TaskHeader* task) noexcept {
+    const std::uint16_t tail = tail_.load(std::memory_order_relaxed);  // ours
+    std::uint64_t head = head_.load(std::memory_order_acquire);
+    if (real_of(head) == tail) return false;
+    const std::uint16_t last = static_cast<std::uint16_t>(tail - 1);
+    if (buffer_[last & kMask] != task) return false;
+    // relaxed: the CAS below publishes it (release) to every stealer that
+    // reads its head value.
+    tail_.store(last, std::memory_order_relaxed);
+    for (;;) {
+      if (real_of(head) == tail) {
+        // A stealer that read the old tail claimed the slot: it is theirs.
+        // release: as a push's store; the slots below are unchanged.
+        tail_.store(tail, std::memory_order_release);
+        return false;
+      }
+      // acq_rel: release publishes the lowered tail to stealers that load
+      // this head value (acquire); acquire pairs with claims before it.
+      if (head_.compare_exchange_weak(head, bump_version(head), std::memory_order_acq_rel,
+                                      std::memory_order_acquire))
+        return true;
     }
   }
 
@@ -124,27 +170,31 @@ class BasicStealQueue {
   // Tasks in the queue, including any claimed by an in-progress steal. Exact
   // for the owner; a snapshot for others.
   std::uint32_t len() const noexcept {
-    std::uint32_t head = head_.load(std::memory_order_acquire);
+    std::uint64_t head = head_.load(std::memory_order_acquire);
     std::uint16_t tail = tail_.load(std::memory_order_acquire);
     return static_cast<std::uint16_t>(tail - steal_of(head));
   }
   // Tasks a thief could take right now (not counting in-progress steals).
   bool has_stealable() const noexcept {
-    std::uint32_t head = head_.load(std::memory_order_acquire);
+    std::uint64_t head = head_.load(std::memory_order_acquire);
     std::uint16_t tail = tail_.load(std::memory_order_acquire);
     return real_of(head) != tail;
   }
   std::uint32_t remaining_slots() const noexcept { return Capacity - len(); }
 
  private:
-  static std::uint16_t steal_of(std::uint32_t head) noexcept {
+  static std::uint16_t steal_of(std::uint64_t head) noexcept {
     return static_cast<std::uint16_t>(head >> 16);
   }
-  static std::uint16_t real_of(std::uint32_t head) noexcept {
+  static std::uint16_t real_of(std::uint64_t head) noexcept {
     return static_cast<std::uint16_t>(head);
   }
-  static std::uint32_t pack(std::uint16_t steal, std::uint16_t real) noexcept {
-    return (std::uint32_t{steal} << 16) | real;
+  // `head` with new positions, its version kept.
+  static std::uint64_t with(std::uint64_t head, std::uint16_t steal, std::uint16_t real) noexcept {
+    return (head & ~std::uint64_t{0xFFFFFFFF}) | (std::uint64_t{steal} << 16) | real;
+  }
+  static std::uint64_t bump_version(std::uint64_t head) noexcept {
+    return head + (std::uint64_t{1} << 32);  // wraps within the word
   }
 
   static void push_or_drop(InjectQueue& inject, TaskHeader* first, TaskHeader* last,
@@ -158,13 +208,15 @@ class BasicStealQueue {
     }
   }
 
-  bool push_overflow(TaskHeader* task, std::uint16_t real, InjectQueue& inject) noexcept {
+  // `head` is the value read with steal == real.
+  bool push_overflow(TaskHeader* task, std::uint64_t head, InjectQueue& inject) noexcept {
     constexpr std::uint16_t kHalf = Capacity / 2;
-    std::uint32_t expected = pack(real, real);
+    const std::uint16_t real = real_of(head);
+    std::uint64_t expected = head;
     std::uint16_t next_head = static_cast<std::uint16_t>(real + kHalf);
     // acq_rel: acquire orders our reads of the claimed slots after any steal
     // that freed them; release publishes the new head to stealers.
-    if (!head_.compare_exchange_strong(expected, pack(next_head, next_head),
+    if (!head_.compare_exchange_strong(expected, with(head, next_head, next_head),
                                        std::memory_order_acq_rel, std::memory_order_acquire))
       return false;
     // Slots [real, real + kHalf) are ours alone now; chain them and the new task.
@@ -181,8 +233,8 @@ class BasicStealQueue {
   }
 
   std::uint16_t steal_half_into(BasicStealQueue& dst, std::uint16_t dst_tail) noexcept {
-    std::uint32_t prev = head_.load(std::memory_order_acquire);
-    std::uint32_t next;
+    std::uint64_t prev = head_.load(std::memory_order_acquire);
+    std::uint64_t next;
     std::uint16_t n;
     std::uint16_t first;
     for (;;) {
@@ -193,10 +245,13 @@ class BasicStealQueue {
       // to tail are written.
       std::uint16_t tail = tail_.load(std::memory_order_acquire);
       n = static_cast<std::uint16_t>(tail - real);
+      // Above Capacity: tail < real, the owner's pop_back_if lost the last
+      // slot to a claim and has not restored tail yet. Nothing to take.
+      if (n > Capacity) return 0;
       n = static_cast<std::uint16_t>(n - n / 2);  // half, rounded up
       if (n == 0) return 0;
       first = real;
-      next = pack(steal, static_cast<std::uint16_t>(real + n));
+      next = with(prev, steal, static_cast<std::uint16_t>(real + n));
       // Phase 1, claim. acq_rel: acquire orders our slot reads after the
       // claim; release tells the owner's pop that these slots are taken.
       if (head_.compare_exchange_weak(prev, next, std::memory_order_acq_rel,
@@ -213,13 +268,13 @@ class BasicStealQueue {
     prev = next;
     for (;;) {
       std::uint16_t real = real_of(prev);
-      if (head_.compare_exchange_weak(prev, pack(real, real), std::memory_order_acq_rel,
+      if (head_.compare_exchange_weak(prev, with(prev, real, real), std::memory_order_acq_rel,
                                       std::memory_order_acquire))
         return n;
     }
   }
 
-  alignas(64) std::atomic<std::uint32_t> head_{0};
+  alignas(64) std::atomic<std::uint64_t> head_{0};
   alignas(64) std::atomic<std::uint16_t> tail_{0};
   alignas(64) std::array<TaskHeader*, Capacity> buffer_{};
 };

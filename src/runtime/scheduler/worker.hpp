@@ -85,6 +85,17 @@ class Worker {
   // Owner thread only (the scheduler checks). A woken task goes to the LIFO
   // slot (cache-hot, runs next); a yielded one to the back of the local queue.
   void schedule_local(TaskHeader* task, bool is_yield) noexcept;
+  // Owner thread only. Takes `task` back if it sits in the LIFO slot or at the
+  // tail of the local queue (a join of a task this worker spawned and nobody
+  // has started: in a fork-join tree, almost every join); the caller gets the
+  // entry's reference.
+  bool take_local(TaskHeader* task) noexcept {
+    if (lifo_ == task) {
+      lifo_ = nullptr;
+      return true;
+    }
+    return queue_.pop_back_if(task);
+  }
 
   std::uint32_t index() const noexcept { return index_; }
   StealQueue& queue() noexcept { return queue_; }
