@@ -226,6 +226,7 @@ bool join_inline(TaskHeader* task) noexcept {
     return false;
   }
   --ctx.budget;  // the join's own unit, as a join that finds the task done
+  task->scheduler->count_inline_poll();
   {
     InlinePollScope scope(task);
     task->resume.poll();

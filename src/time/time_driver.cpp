@@ -1,5 +1,6 @@
 #include "time/time_driver.hpp"
 
+#include "volt/detail/task_header.hpp"
 #include "volt/detail/wake_list.hpp"
 
 #include <limits>
@@ -247,7 +248,12 @@ std::size_t TimeDriver::fire_until(std::uint64_t tick) noexcept {
       }
       more = pending_ != nullptr;
     }
+    // Deadline order: a task (time::advance) may be firing them, whose
+    // scheduler would otherwise put each wake in its LIFO slot.
+    const bool outer = tls_context.in_order_wakes;
+    tls_context.in_order_wakes = true;
     batch.wake_all();
+    tls_context.in_order_wakes = outer;
   }
   fired_.fetch_add(total, std::memory_order_relaxed);
   return total;

@@ -150,7 +150,7 @@
  *   P2  src/task/harness.cpp:137  task->vtable->dealloc(task);
  *   B   src/task/harness.cpp:147  task->resume.poll();
  *   B   src/task/harness.cpp:103  if (check && !check(context)) return false;
- *   B   include/volt/detail/task_header.hpp:173  task->state.ref_inc();
+ *   B   include/volt/detail/task_header.hpp:176  task->state.ref_inc();
  *   E1  src/task/harness.cpp:153  if (task->root.done()) {
  *   E1  src/task/harness.cpp:155  complete(task, 1);
  *   E2  src/task/harness.cpp:158  switch (task->state.transition_to_idle()) {
@@ -161,12 +161,12 @@
  *   E3  src/task/harness.cpp:162  task->scheduler->schedule_yield(task);
  *   E4  src/task/harness.cpp:165  task->vtable->dealloc(task);
  *   L1  src/task/harness.cpp:45  static_cast<TaskHeader*>(data)->wake_by_val();
- *   L1  include/volt/detail/task_header.hpp:149  switch (state.transition_to_notified_by_val()) {
+ *   L1  include/volt/detail/task_header.hpp:152  switch (state.transition_to_notified_by_val()) {
  *   L1  include/volt/detail/task_state.hpp:209  return (cur | kNotified) - kRefOne;
  *   L1  include/volt/detail/task_state.hpp:212  Word next = cur - kRefOne;
  *   L1  include/volt/detail/task_state.hpp:216  action = ToNotified::kSubmit;
- *   L2  include/volt/detail/task_header.hpp:151  scheduler->schedule(this);
- *   L3  include/volt/detail/task_header.hpp:154  vtable->dealloc(this);
+ *   L2  include/volt/detail/task_header.hpp:154  scheduler->schedule(this);
+ *   L3  include/volt/detail/task_header.hpp:157  vtable->dealloc(this);
  *   T1  src/task/harness.cpp:60  if (task->scheduler->release(task)) ++refs;
  *   T2  src/task/harness.cpp:61  TaskState::Snapshot snapshot = task->state.transition_to_complete();
  *   T2  include/volt/detail/task_state.hpp:186  Word prev = word_.fetch_xor(kRunning | kComplete, std::memory_order_acq_rel);
@@ -190,31 +190,31 @@
  *   J6  src/task/harness.cpp:225  } else if (!task->state.transition_to_running_inline()) {
  *   J6  include/volt/detail/task_state.hpp:175  if ((cur & (kLifecycleMask | kNotified | kCancelled | kQueuedEntry)) != kNotified)
  *   J6  include/volt/detail/task_state.hpp:177  next = (cur | kRunning | kQueuedEntry) + kRefOne;
- *   J7  src/task/harness.cpp:231  task->resume.poll();
- *   J7  src/task/harness.cpp:234  end_poll(task);
- *   J8  src/task/harness.cpp:235  return task->state.load().is_complete();
- *   R1  src/task/harness.cpp:291  TaskState::Snapshot snapshot = task->state.load();
- *   R2  src/task/harness.cpp:294  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
- *   R3  src/task/harness.cpp:296  task->join_waker = std::move(waker);  // drops any waker left from before
- *   R4  src/task/harness.cpp:297  if (task->state.set_join_waker()) return true;
+ *   J7  src/task/harness.cpp:232  task->resume.poll();
+ *   J7  src/task/harness.cpp:235  end_poll(task);
+ *   J8  src/task/harness.cpp:236  return task->state.load().is_complete();
+ *   R1  src/task/harness.cpp:292  TaskState::Snapshot snapshot = task->state.load();
+ *   R2  src/task/harness.cpp:295  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
+ *   R3  src/task/harness.cpp:297  task->join_waker = std::move(waker);  // drops any waker left from before
+ *   R4  src/task/harness.cpp:298  if (task->state.set_join_waker()) return true;
  *   R4  include/volt/detail/task_state.hpp:279  if (cur & kComplete) return false;
- *   R5  src/task/harness.cpp:298  task->join_waker.reset();  // completed before we published: still ours
+ *   R5  src/task/harness.cpp:299  task->join_waker.reset();  // completed before we published: still ours
  *   W   include/volt/task/join_handle.hpp:159  return static_cast<detail::TaskHeader*>(task)->state.load().is_complete();
  *   D0  include/volt/task/join_handle.hpp:127  if (registered_) detail::join_handle_withdraw(handle_.task_);
- *   D1  src/task/harness.cpp:303  if (task->state.unset_join_waker()) {
+ *   D1  src/task/harness.cpp:304  if (task->state.unset_join_waker()) {
  *   D1  include/volt/detail/task_state.hpp:290  if (cur & kComplete) return false;
- *   D2  src/task/harness.cpp:304  task->join_waker.reset();
- *   D3  src/task/harness.cpp:310  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
+ *   D2  src/task/harness.cpp:305  task->join_waker.reset();
+ *   D3  src/task/harness.cpp:311  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
  *   O1  include/volt/task/join_handle.hpp:181  if (output.kind() == Kind::kException) std::rethrow_exception(output.take_exception());
  *   O1  include/volt/task/join_handle.hpp:182  return output.get();
- *   F1  src/task/harness.cpp:283  if (task->state.drop_join_handle_fast()) return;
+ *   F1  src/task/harness.cpp:284  if (task->state.drop_join_handle_fast()) return;
  *   F1  include/volt/detail/task_state.hpp:338  if (cur & (kComplete | kJoinWaker)) return false;
  *   F1  include/volt/detail/task_state.hpp:339  next = (cur & ~kJoinInterest) - kRefOne;
- *   G1  src/task/harness.cpp:284  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
- *   G2  src/task/harness.cpp:285  if (dropped.drop_output) task->vtable->drop_output(task);
- *   G3  src/task/harness.cpp:286  if (dropped.drop_waker) task->join_waker.reset();
- *   G4  src/task/harness.cpp:287  task->drop_reference();
- *   G4  include/volt/detail/task_header.hpp:165  if (state.ref_dec()) vtable->dealloc(this);
+ *   G1  src/task/harness.cpp:285  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
+ *   G2  src/task/harness.cpp:286  if (dropped.drop_output) task->vtable->drop_output(task);
+ *   G3  src/task/harness.cpp:287  if (dropped.drop_waker) task->join_waker.reset();
+ *   G4  src/task/harness.cpp:288  task->drop_reference();
+ *   G4  include/volt/detail/task_header.hpp:168  if (state.ref_dec()) vtable->dealloc(this);
  *   X   include/volt/detail/task_cell.hpp:72  frame_deallocate(cell, sizeof(TaskCell));
  */
 

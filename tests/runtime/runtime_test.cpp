@@ -498,6 +498,75 @@ TEST(CurrentThreadTest, SeveralThreadsBlockOnAtOnce) {
   }
 }
 
+// ---- run order (current_thread.hpp, "Run queue") ----
+
+Task<void> record_start(int index, std::vector<int>* order) {
+  order->push_back(index);  // one thread: no race
+  co_return;
+}
+
+// More tasks than the run queue's ring holds, so that its older halves move
+// to the overflow list; the newest is joined first (taken back from the
+// ring's tail and polled in place), the rest start in spawn order.
+Task<std::vector<int>> spawn_past_the_ring(int n) {
+  std::vector<int> order;
+  std::vector<JoinHandle<void>> handles;
+  for (int i = 0; i < n; ++i)
+    handles.push_back(volt::spawn(record_start(i, &order)));
+  co_await handles.back();
+  for (int i = 0; i < n - 1; ++i)
+    co_await handles[i];
+  co_return order;
+}
+
+TEST(CurrentThreadTest, SpawnedTasksStartInSpawnOrderPastTheRing) {
+  Runtime rt = make_runtime(kCurrentThread);
+  constexpr int kTasks = 1000;  // the ring holds 256
+  std::vector<int> expected{kTasks - 1};
+  for (int i = 0; i < kTasks - 1; ++i)
+    expected.push_back(i);
+  EXPECT_EQ(rt.block_on(spawn_past_the_ring(kTasks)), expected);
+}
+
+Task<void> ping_pong(Notify* mine, Notify* theirs, int rounds, std::atomic<int>* round,
+                     bool serve) {
+  for (int i = 0; i < rounds; ++i) {
+    if (serve) theirs->notify_one();
+    co_await mine->notified();
+    if (!serve) theirs->notify_one();
+    round->fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+Task<void> note_round(std::atomic<int>* round, int* seen_at) {
+  *seen_at = round->load(std::memory_order_relaxed);
+  co_return;
+}
+
+// Two tasks that wake each other take the LIFO slot in turns; the slot's cap
+// (three polls in a row) still lets a task queued behind them run.
+Task<int> ping_pong_beside_a_queued_task() {
+  Notify a, b;
+  std::atomic<int> round{0};
+  int seen_at = -1;
+  constexpr int kRounds = 1000;
+  JoinHandle<void> server = volt::spawn(ping_pong(&a, &b, kRounds, &round, true));
+  JoinHandle<void> client = volt::spawn(ping_pong(&b, &a, kRounds, &round, false));
+  co_await volt::yield_now();  // both start and begin to wake each other
+  JoinHandle<void> queued = volt::spawn(note_round(&round, &seen_at));
+  co_await server;
+  co_await client;
+  co_await queued;
+  co_return seen_at;
+}
+
+TEST(CurrentThreadTest, TasksWakingEachOtherDoNotStarveAQueuedTask) {
+  Runtime rt = make_runtime(kCurrentThread);
+  const int seen_at = rt.block_on(ping_pong_beside_a_queued_task());
+  EXPECT_GE(seen_at, 0);
+  EXPECT_LT(seen_at, 100) << "the queued task ran only after the ping-pong";
+}
+
 // ---- stats ----
 
 TEST_P(RuntimeFlavourTest, StatsCountSpawnedPolledAndLiveTasks) {

@@ -94,6 +94,9 @@ class Scheduler {
     (void)task;
     return false;
   }
+  // Counts a poll that a join ran in place on the calling thread (which runs
+  // this scheduler's tasks) in the statistics' polls.
+  virtual void count_inline_poll() noexcept {}
   // Blocks a thread outside the runtime until `task` completes.
   virtual void block_until_complete(TaskHeader* task) = 0;
   virtual bool is_shutting_down() const noexcept = 0;
@@ -185,6 +188,10 @@ struct ThreadContext {
   // Runtime entered without running its tasks (a blocking-pool thread): what
   // Handle::current() and volt::spawn() use when `scheduler` is null.
   Scheduler* entered;
+  // Set while a batch of wakes must run in the order it is made (due timers,
+  // in deadline order): the schedulers then queue them FIFO, not through
+  // the LIFO slot, which would run the last one first.
+  bool in_order_wakes;
 };
 extern thread_local ThreadContext tls_context;
 

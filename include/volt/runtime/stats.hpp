@@ -12,7 +12,7 @@
 namespace volt {
 
 struct WorkerStats {
-  std::uint64_t tasks_polled = 0;           // polls run on this worker
+  std::uint64_t tasks_polled = 0;           // polls run on this worker (also in place)
   std::uint64_t lifo_hits = 0;              // polls taken from the LIFO slot
   std::uint64_t steal_operations = 0;       // successful steals from another worker
   std::uint64_t tasks_stolen = 0;           // tasks those steals moved here
@@ -26,10 +26,10 @@ struct WorkerStats {
 struct RuntimeStats {
   std::size_t num_workers = 0;
   std::uint64_t total_spawned = 0;
-  // Polls of tasks taken from a queue: by workers plus blocked_thread_polls.
-  // A poll that a JoinHandle's co_await runs in place (join_handle.hpp) is
-  // not counted; the popped entry of a task it completed is (a poll that
-  // finds nothing to do).
+  // Polls: by workers plus blocked_thread_polls, including those that a
+  // JoinHandle's co_await runs in place (join_handle.hpp; counted for the
+  // thread that ran them), and the popped queue entry of a task such a poll
+  // already completed (a poll that finds nothing to do).
   std::uint64_t total_polled = 0;
   std::uint64_t blocked_thread_polls = 0;  // run by threads blocked in block_on/join, helping
   std::uint64_t total_stolen = 0;

@@ -1,6 +1,7 @@
 #include "runtime/scheduler/current_thread.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "detail/store_load_barrier.hpp"
 
@@ -19,17 +20,32 @@ void CurrentThreadScheduler::spawn(TaskHeader* task) noexcept {
     shutdown_task(task);
     return;
   }
-  schedule_task(task, /*caller_holds_reference=*/true);  // the JoinHandle's
+  // The JoinHandle's reference. A spawn goes to the FIFO: tasks spawned by
+  // one task start in the order they were spawned.
+  schedule_task(task, /*caller_holds_reference=*/true, /*to_lifo=*/false);
 }
 
 void CurrentThreadScheduler::schedule(TaskHeader* task) noexcept {
-  schedule_task(task, false);
+  // A wake by one of our tasks takes the LIFO slot; one by the driver (I/O,
+  // timers: many at once, in the order they became ready) keeps FIFO order.
+  schedule_task(task, false, /*to_lifo=*/!in_driver_ && !tls_context.in_order_wakes);
 }
 
-void CurrentThreadScheduler::schedule_task(TaskHeader* task, bool caller_holds_reference) noexcept {
+void CurrentThreadScheduler::schedule_yield(TaskHeader* task) noexcept {
+  schedule_task(task, false, /*to_lifo=*/false);
+}
+
+void CurrentThreadScheduler::park_driver(bool block) noexcept {
+  in_driver_ = true;
+  driver_.park(block);
+  in_driver_ = false;
+}
+
+void CurrentThreadScheduler::schedule_task(TaskHeader* task, bool caller_holds_reference,
+                                           bool to_lifo) noexcept {
   ThreadContext& ctx = tls_context;
   if (ctx.scheduler == this && ctx.worker == this) {
-    push_local(task);
+    push_local(task, to_lifo);
     return;
   }
   // A reference of our own, unless the caller holds one, keeps the task's
@@ -47,30 +63,71 @@ void CurrentThreadScheduler::schedule_task(TaskHeader* task, bool caller_holds_r
   if (!caller_holds_reference) task->drop_reference();  // may free the cell, then us
 }
 
-void CurrentThreadScheduler::push_local(TaskHeader* task) noexcept {
-  task->queue_next = nullptr;
-  if (local_tail_) {
-    local_tail_->queue_next = task;
-  } else {
-    local_head_ = task;
-  }
-  local_tail_ = task;
+void CurrentThreadScheduler::push_local(TaskHeader* task, bool to_lifo) noexcept {
+  if (to_lifo) task = std::exchange(lifo_, task);
+  if (task) push_fifo(task);
 }
 
-TaskHeader* CurrentThreadScheduler::pop_local() noexcept {
-  TaskHeader* task = local_head_;
-  if (task) {
-    local_head_ = task->queue_next;
-    if (!local_head_) local_tail_ = nullptr;
+void CurrentThreadScheduler::push_fifo(TaskHeader* task) noexcept {
+  if (ring_tail_ - ring_head_ == kRingCapacity) {
+    // Full: the older half moves to the overflow list, behind what it holds
+    // (older still), so the ring keeps the newest entries for take_queued.
+    for (std::uint32_t i = 0; i < kRingCapacity / 2; ++i) {
+      TaskHeader* old = ring_[ring_head_++ % kRingCapacity];
+      old->queue_next = nullptr;
+      if (overflow_tail_) {
+        overflow_tail_->queue_next = old;
+      } else {
+        overflow_head_ = old;
+      }
+      overflow_tail_ = old;
+    }
   }
-  return task;
+  ring_[ring_tail_++ % kRingCapacity] = task;
+}
+
+TaskHeader* CurrentThreadScheduler::pop_fifo() noexcept {
+  // The overflow list holds the oldest entries (see push_fifo).
+  if (TaskHeader* task = overflow_head_) {
+    overflow_head_ = task->queue_next;
+    if (!overflow_head_) overflow_tail_ = nullptr;
+    return task;
+  }
+  if (ring_head_ != ring_tail_) return ring_[ring_head_++ % kRingCapacity];
+  return nullptr;
+}
+
+bool CurrentThreadScheduler::take_queued(TaskHeader* task) noexcept {
+  // Only the core holder touches the run queue. Only the newest entries:
+  // the LIFO slot's, or the FIFO's last (always in the ring).
+  const ThreadContext& ctx = tls_context;
+  if (ctx.scheduler != this || ctx.worker != this) return false;
+  if (lifo_ == task) {
+    lifo_ = nullptr;
+    return true;
+  }
+  if (ring_head_ == ring_tail_) return false;
+  if (ring_[(ring_tail_ - 1) % kRingCapacity] != task) return false;
+  --ring_tail_;
+  return true;
 }
 
 TaskHeader* CurrentThreadScheduler::next_task() noexcept {
   if (++tick_ % kInjectInterval == 0) {
-    if (TaskHeader* task = inject_.pop()) return task;
+    if (TaskHeader* task = inject_.pop()) {
+      lifo_polls_ = 0;
+      return task;
+    }
   }
-  if (TaskHeader* task = pop_local()) return task;
+  if (lifo_) {
+    if (lifo_polls_ < kMaxLifoPolls) {
+      ++lifo_polls_;
+      return std::exchange(lifo_, nullptr);
+    }
+    push_fifo(std::exchange(lifo_, nullptr));
+  }
+  lifo_polls_ = 0;
+  if (TaskHeader* task = pop_fifo()) return task;
   return inject_.pop();
 }
 
@@ -83,15 +140,20 @@ void CurrentThreadScheduler::drive_until_complete(TaskHeader* target) noexcept {
       polled_.fetch_add(1, std::memory_order_relaxed);
       poll_task(task);
       // Busy: still see I/O and fire due timers now and then.
-      if (tick_ % kDriverInterval == 0) driver_.park(false);
+      if (tick_ % kDriverInterval == 0) park_driver(false);
       continue;
     }
     if (driver_.time().is_paused()) {
       // Ready I/O and due timers first; then, if still idle and no blocking
       // work might wake us, only timers can: jump to the next one.
-      driver_.park(false);
+      park_driver(false);
       if (has_local_work()) continue;
-      if (blocking().in_flight() == 0 && driver_.time().advance_to_next_deadline()) continue;
+      if (blocking().in_flight() == 0) {
+        in_driver_ = true;
+        const bool advanced = driver_.time().advance_to_next_deadline();
+        in_driver_ = false;
+        if (advanced) continue;
+      }
     }
     // Nothing runnable: sleep in the driver until a remote wake-up or the
     // next timer.
@@ -99,7 +161,7 @@ void CurrentThreadScheduler::drive_until_complete(TaskHeader* target) noexcept {
     store_load_barrier(parking_);
     if (inject_.is_empty() && !is_shutting_down()) {
       parks_.fetch_add(1, std::memory_order_relaxed);
-      driver_.park(true);
+      park_driver(true);
     }
     parking_.store(0, std::memory_order_relaxed);
   }
@@ -157,7 +219,8 @@ void CurrentThreadScheduler::release_core() noexcept {
 }
 
 void CurrentThreadScheduler::drain_queues() noexcept {
-  while (TaskHeader* task = pop_local())
+  if (lifo_) std::exchange(lifo_, nullptr)->drop_reference();
+  while (TaskHeader* task = pop_fifo())
     task->drop_reference();
   while (TaskHeader* task = inject_.pop())
     task->drop_reference();

@@ -186,6 +186,16 @@ bool MultiThreadScheduler::take_queued(TaskHeader* task) noexcept {
   return static_cast<Worker*>(ctx.worker)->take_local(task);
 }
 
+void MultiThreadScheduler::count_inline_poll() noexcept {
+  // On a worker: its own counter (this thread is its one writer). Else a
+  // blocked thread helping (blocked_thread_polls).
+  if (tls_context.scheduler == this && tls_context.worker) {
+    static_cast<Worker*>(tls_context.worker)->count_inline_poll();
+  } else {
+    helper_polls_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 void MultiThreadScheduler::block_until_complete(TaskHeader* task) {
   ThreadParker& parker = ThreadParker::current();
   if (!join_handle_register(task, parker.waker())) return;  // already complete

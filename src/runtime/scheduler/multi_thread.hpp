@@ -56,6 +56,7 @@ class MultiThreadScheduler final : public RuntimeCore {
   void schedule(TaskHeader* task) noexcept override;
   void schedule_yield(TaskHeader* task) noexcept override;
   bool take_queued(TaskHeader* task) noexcept override;
+  void count_inline_poll() noexcept override;
   bool release(TaskHeader* task) noexcept override { return owned_.remove(task); }
   void block_until_complete(TaskHeader* task) override;
   bool is_shutting_down() const noexcept override {

@@ -103,6 +103,8 @@ class Worker {
   // Polls started so far (a snapshot from any thread: a worker whose count
   // does not move is inside one poll, or idle).
   std::uint64_t polls() const noexcept { return polled_.get(); }
+  // A poll a join ran in place on this worker's thread (MultiThreadScheduler).
+  void count_inline_poll() noexcept { polled_.add(); }
   std::thread& thread() noexcept { return thread_; }
   WorkerStats stats() const noexcept;
 
