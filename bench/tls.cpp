@@ -300,7 +300,14 @@ struct HttpsHandler {
 };
 
 volt::Task<void> serve_https(TcpListener listener) {
-  co_await http_example::accept_loop(listener, {}, HttpsHandler{server_context()});
+  // Named, not a braced temporary in the co_await statement: g++ 12 destroys
+  // such an aggregate twice when the frame is destroyed while suspended there
+  // (README, "Compiler issues (GCC 12)", rule 1). Here that was the runtime's
+  // shutdown: the context's reference count went one too low, a use after
+  // free of the SSL_CTX's state found under ASan (and once as heap corruption
+  // in a Release run).
+  HttpsHandler handler{server_context()};
+  co_await http_example::accept_loop(listener, {}, std::move(handler));
 }
 
 // http_plaintext's server behind TLS 1.3, driven by wrk over https.
