@@ -27,8 +27,9 @@ void CurrentThreadScheduler::spawn(TaskHeader* task) noexcept {
 
 void CurrentThreadScheduler::schedule(TaskHeader* task) noexcept {
   // A wake by one of our tasks takes the LIFO slot; one by the driver (I/O,
-  // timers: many at once, in the order they became ready) keeps FIFO order.
-  schedule_task(task, false, /*to_lifo=*/!in_driver_ && !tls_context.in_order_wakes);
+  // timers: many at once, in the order they became ready) keeps FIFO order
+  // (push_local reads in_driver_: the core holder's, like the queues).
+  schedule_task(task, false, /*to_lifo=*/true);
 }
 
 void CurrentThreadScheduler::schedule_yield(TaskHeader* task) noexcept {
@@ -64,7 +65,7 @@ void CurrentThreadScheduler::schedule_task(TaskHeader* task, bool caller_holds_r
 }
 
 void CurrentThreadScheduler::push_local(TaskHeader* task, bool to_lifo) noexcept {
-  if (to_lifo) task = std::exchange(lifo_, task);
+  if (to_lifo && !in_driver_ && !tls_context.in_order_wakes) task = std::exchange(lifo_, task);
   if (task) push_fifo(task);
 }
 

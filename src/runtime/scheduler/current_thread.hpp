@@ -139,7 +139,7 @@ class CurrentThreadScheduler final : public RuntimeCore {
   static constexpr std::uint32_t kMaxLifoPolls = 3;  // the worker's cap
   TaskHeader* lifo_ = nullptr;
   std::uint32_t lifo_polls_ = 0;
-  bool in_driver_ = false;  // inside driver_.park: its wakes keep FIFO order
+  bool in_driver_ = false;  // core holder only: inside driver_.park, whose wakes keep FIFO order
   TaskHeader* ring_[kRingCapacity];
   std::uint32_t ring_head_ = 0;
   std::uint32_t ring_tail_ = 0;
