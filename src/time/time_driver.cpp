@@ -249,7 +249,8 @@ std::size_t TimeDriver::fire_until(std::uint64_t tick) noexcept {
       more = pending_ != nullptr;
     }
     // Deadline order: a task (time::advance) may be firing them, whose
-    // scheduler would otherwise put each wake in its LIFO slot.
+    // scheduler would otherwise put each wake in its LIFO slot
+    // (ThreadContext::in_order_wakes).
     const bool outer = tls_context.in_order_wakes;
     tls_context.in_order_wakes = true;
     batch.wake_all();

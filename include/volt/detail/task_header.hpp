@@ -189,8 +189,11 @@ struct ThreadContext {
   // Handle::current() and volt::spawn() use when `scheduler` is null.
   Scheduler* entered;
   // Set while a batch of wakes must run in the order it is made (due timers,
-  // in deadline order): the schedulers then queue them FIFO, not through
-  // the LIFO slot, which would run the last one first.
+  // in deadline order, fired outside the driver: time::advance from a task
+  // or the paused clock's auto-advance, both current-thread only): the
+  // current-thread scheduler then queues them FIFO, not through its LIFO
+  // slot, which would run the last one first. (A worker fires timers only
+  // inside the driver, whose wakes it queues FIFO anyway.)
   bool in_order_wakes;
 };
 extern thread_local ThreadContext tls_context;

@@ -149,12 +149,9 @@ void CurrentThreadScheduler::drive_until_complete(TaskHeader* target) noexcept {
       // work might wake us, only timers can: jump to the next one.
       park_driver(false);
       if (has_local_work()) continue;
-      if (blocking().in_flight() == 0) {
-        in_driver_ = true;
-        const bool advanced = driver_.time().advance_to_next_deadline();
-        in_driver_ = false;
-        if (advanced) continue;
-      }
+      // (The timers it fires wake in deadline order: fire_until sets
+      // ThreadContext::in_order_wakes.)
+      if (blocking().in_flight() == 0 && driver_.time().advance_to_next_deadline()) continue;
     }
     // Nothing runnable: sleep in the driver until a remote wake-up or the
     // next timer.

@@ -61,7 +61,7 @@ void Worker::schedule_local(TaskHeader* task, bool is_yield) noexcept {
     return;
   }
   bool notify;
-  if (is_yield || tls_context.in_order_wakes) {
+  if (is_yield) {
     if (queue_.push_back_or_overflow(task, scheduler_.inject())) overflows_.add();
     notify = true;
   } else {
