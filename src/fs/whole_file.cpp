@@ -44,26 +44,14 @@ Task<Expected<T>> deliver(Expected<T> value, bool yield_first) {
   co_return value;
 }
 
-// Large files are read through a per-thread bounce buffer of this size and
-// appended to the result, which is reserved, not resized: resizing a
-// std::vector<std::byte> zero-fills it, and for 16 MiB that memset cost half
-// as much as the copy from the page cache (perf, fs_read_16m). The extra copy
-// runs out of the cache (256 KiB stays in L2).
-constexpr std::size_t kBounceSize = 256 * 1024;
-
-template <class Container>
-void append(Container& out, const std::byte* bytes, std::size_t n) {
-  if constexpr (std::is_same_v<Container, std::string>) {
-    out.append(reinterpret_cast<const char*>(bytes), n);
-  } else {
-    out.insert(out.end(), bytes, bytes + n);
-  }
-}
-
-// Reads an open file to its end with non-blocking reads. nullopt: a read
-// would block (the caller uses the engine). One allocation: the container,
-// sized from fstat plus one byte, so the read that finds the end needs no
-// second buffer.
+// Reads an open file to its end with non-blocking reads, straight into the
+// result. nullopt: a read would block (the caller uses the engine). One
+// allocation: the container, sized from fstat plus one byte, so the read
+// that finds the end needs no second buffer. Resizing zero-fills it, which
+// costs less than any copy: an earlier version read large files through a
+// 256 KiB bounce buffer to skip the memset, and appending from it cost more
+// than the memset saved (16 MiB: 3.4 ms against 2.1 ms a read, measured
+// alone; fs_read_16m).
 template <class Container>
 std::optional<Expected<Container>> read_whole_nowait(int fd) {
   struct stat st {};
@@ -71,40 +59,23 @@ std::optional<Expected<Container>> read_whole_nowait(int fd) {
   if (!S_ISREG(st.st_mode)) return std::nullopt;  // a pipe, a device: the engine reads it
   const auto size = static_cast<std::size_t>(st.st_size);
   Container out;
+  out.resize(size + 1);
   std::size_t have = 0;
-  if (size + 1 <= kBounceSize) {
-    out.resize(size + 1);
-    for (;;) {
-      if (have == out.size()) out.resize(out.size() * 2);  // it grew since fstat
-      const std::size_t want = std::min(out.size() - have, detail::kMaxIoChunk);
-      const std::int64_t n =
-          detail::read_nowait(fd, out.data() + have, want, static_cast<std::int64_t>(have));
-      if (n == -EAGAIN) return std::nullopt;
-      if (n < 0) return Expected<Container>(errno_code(n));
-      if (n == 0) break;
-      have += static_cast<std::size_t>(n);
-      // fstat's size reached in full: the end (a file that grows while it
-      // is read is read as it was; std::fs::read's extra read would not
-      // promise more). A shorter read may mean a page not cached: read on.
-      if (have == size && size > 0) break;
-    }
-    out.resize(have);
-    return Expected<Container>(std::move(out));
-  }
-  // Not in a coroutine body (see README, GCC 12): a thread_local is safe here.
-  thread_local std::unique_ptr<std::byte[]> bounce;
-  if (!bounce) bounce = std::make_unique_for_overwrite<std::byte[]>(kBounceSize);
-  out.reserve(size + 1);
   for (;;) {
+    if (have == out.size()) out.resize(out.size() * 2);  // it grew since fstat
+    const std::size_t want = std::min(out.size() - have, detail::kMaxIoChunk);
     const std::int64_t n =
-        detail::read_nowait(fd, bounce.get(), kBounceSize, static_cast<std::int64_t>(have));
+        detail::read_nowait(fd, out.data() + have, want, static_cast<std::int64_t>(have));
     if (n == -EAGAIN) return std::nullopt;
     if (n < 0) return Expected<Container>(errno_code(n));
     if (n == 0) break;
-    append(out, bounce.get(), static_cast<std::size_t>(n));
     have += static_cast<std::size_t>(n);
-    if (have == size) break;
+    // fstat's size reached in full: the end (a file that grows while it
+    // is read is read as it was; std::fs::read's extra read would not
+    // promise more). A shorter read may mean a page not cached: read on.
+    if (have == size && size > 0) break;
   }
+  out.resize(have);
   return Expected<Container>(std::move(out));
 }
 
