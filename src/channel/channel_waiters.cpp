@@ -10,17 +10,31 @@
 namespace volt::detail {
 
 bool ChannelWaiters::enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void* context,
-                             bool regrant) noexcept {
+                             bool regrant, bool reserves) noexcept {
   lock_.lock();
-  if (regrant) --granted_;
-  // seq_cst: R1 of the Dekker pair; the re-check's seq_cst loads (R2) come
-  // after it in the single total order.
-  waiting_.store(true, std::memory_order_seq_cst);
+  if (regrant) {
+    --granted_;
+    // A granted retry that found no room: kStrictAfter in a row and barging
+    // stops until nobody waits (see the top of channel_waiters.hpp).
+    if (++waiter->regrants >= kStrictAfter) strict_ = true;
+  } else {
+    waiter->regrants = 0;
+  }
+  const bool gated = gate_word_ != nullptr;
+  // Relaxed mode with a grant outstanding: the flag stays down (coalesced
+  // wake-ups); the grant's end raises it and looks for room, after this
+  // registration (both under the lock).
+  if (!gated || strict_ || granted_ == 0) {
+    // seq_cst: R1 of the Dekker pair; the re-check's seq_cst loads (R2)
+    // come after it in the single total order.
+    waiting_.store(true, std::memory_order_seq_cst);
+  }
   bool oldest = true;
-  if (gate_word_ != nullptr) {
+  if (gated && (strict_ || reserves)) {
     // seq_cst: ordered against every claim of the tail word (a RMW on the
     // same word: a try_send's CAS either precedes it or fails), and before
-    // the re-check's loads like R1.
+    // the re-check's loads like R1. A reservation needs it in either mode:
+    // no ungranted claim may come between its room check and its count.
     const std::uint64_t word = gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
     // Someone older waits or holds a grant: a slot freed now is theirs, and
     // this waiter's turn comes through them (a grant, or a woken sender's
@@ -28,11 +42,13 @@ bool ChannelWaiters::enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void
     // run (it takes this lock after marking the word; the fetch_or above
     // follows its mark in the word's modification order), no grant will
     // come, and the re-check reports closed.
-    oldest = regrant || (word & closed_bit_) ||
-             (granted_ == 0 && list_.empty() && fast_.load(std::memory_order_relaxed) == nullptr);
+    if (strict_) {
+      oldest = regrant || (word & closed_bit_) ||
+               (granted_ == 0 && list_.empty() && fast_.load(std::memory_order_relaxed) == nullptr);
+    }
   }
   if (oldest && recheck(context)) {
-    clear_flag_if_empty();
+    update_flags();
     lock_.unlock();
     return false;
   }
@@ -55,6 +71,7 @@ bool ChannelWaiters::enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void
       list_.push_back(waiter);
     }
   }
+  update_flags();  // the gate, if a reservation's re-check set it for nothing
   lock_.unlock();
   return true;
 }
@@ -77,7 +94,7 @@ void ChannelWaiters::wake_one_slow() noexcept {
     // waiter it put in the fast slot is seen here.
     waiter = pop_oldest();
     if (waiter != nullptr && gate_word_ != nullptr) ++granted_;
-    clear_flag_if_empty();
+    update_flags();
     if (waiter == nullptr) {
       lock_.unlock();
       return;
@@ -102,7 +119,7 @@ void ChannelWaiters::drop_grant() noexcept {
   --granted_;
   ChannelWaiter* waiter = pop_oldest();
   if (waiter != nullptr) ++granted_;
-  clear_flag_if_empty();
+  update_flags();
   if (waiter == nullptr) {
     lock_.unlock();
     return;
@@ -122,7 +139,7 @@ void ChannelWaiters::cancel(ChannelWaiter* waiter) noexcept {
         list_.remove(waiter)) {
       waiter->state.store(ChannelWaiter::kIdle, std::memory_order_relaxed);
       waiter->waker = Waker();
-      clear_flag_if_empty();
+      update_flags();
       lock_.unlock();
       return;
     }
@@ -164,31 +181,32 @@ void ChannelWaiters::wake_all() noexcept {
       lock_.lock();
     }
   }
-  clear_flag_if_empty();
+  update_flags();
   lock_.unlock();
 }
 
-bool ChannelWaiters::try_as_oldest(bool (*attempt)(void*), void* context) noexcept {
+bool ChannelWaiters::attempt_behind_gate(bool (*attempt)(void*), void* context) noexcept {
   lock_.lock();
   // seq_cst: as enqueue's gate: ordered against every claim of the tail word
   // (an ungranted claim either precedes it, and the attempt's loads see it,
   // or fails its CAS), and before the attempt's seq_cst loads.
   const std::uint64_t word = gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
-  const bool oldest = (word & closed_bit_) || (granted_ == 0 && list_.empty() &&
-                                               fast_.load(std::memory_order_relaxed) == nullptr);
-  const bool done = oldest && attempt(context);
-  clear_flag_if_empty();
+  const bool may =
+      !strict_ || (word & closed_bit_) ||
+      (granted_ == 0 && list_.empty() && fast_.load(std::memory_order_relaxed) == nullptr);
+  const bool done = may && attempt(context);
+  update_flags();
   lock_.unlock();
   return done;
 }
 
-bool ChannelWaiters::retry_granted(bool (*attempt)(void*), void* context) noexcept {
+bool ChannelWaiters::retry_granted(bool (*attempt)(void*), void* context, bool reserves) noexcept {
   lock_.lock();
+  // seq_cst: as in enqueue (a reservation behind the gate).
+  if (reserves) gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
   const bool done = attempt(context);
-  if (done) {
-    --granted_;
-    clear_flag_if_empty();
-  }
+  if (done) --granted_;
+  update_flags();
   lock_.unlock();
   return done;
 }
@@ -211,23 +229,33 @@ void ChannelWaiters::release_reserved(std::uint64_t n) noexcept {
       lock_.lock();
     }
   }
-  clear_flag_if_empty();
+  update_flags();
   lock_.unlock();
   wakes.wake_all();
 }
 
-void ChannelWaiters::clear_flag_if_empty() noexcept {
-  // Relaxed: every store to waiting_ is made under lock_, so the lock orders
-  // them; a registrant's later seq_cst store of true follows this one.
-  // Gated: waiting_ goes with the queue, the gate with the queue and the
-  // grants (see the top of channel_waiters.hpp).
-  if (!list_.empty() || fast_.load(std::memory_order_relaxed) != nullptr) return;
-  waiting_.store(false, std::memory_order_relaxed);
-  if (granted_ != 0 || reserved_.load(std::memory_order_relaxed) != 0) return;
+void ChannelWaiters::update_flags() noexcept {
+  const bool queued = !list_.empty() || fast_.load(std::memory_order_relaxed) != nullptr;
+  if (!queued && granted_ == 0) strict_ = false;
+  if (queued && (gate_word_ == nullptr || strict_ || granted_ == 0)) {
+    // Raised only where the last grant ended with waiters queued (otherwise
+    // already up: see the invariant at the top). seq_cst: R1 of the pass-on
+    // that the caller runs after the lock (its room check is R2).
+    if (!waiting_.load(std::memory_order_relaxed)) waiting_.store(true, std::memory_order_seq_cst);
+  } else {
+    // Relaxed: every store to waiting_ is made under lock_, so the lock
+    // orders them; a registrant's later seq_cst store of true follows this
+    // one.
+    waiting_.store(false, std::memory_order_relaxed);
+  }
+  if (gate_word_ == nullptr || strict_ || reserved_.load(std::memory_order_relaxed) != 0) return;
   // relaxed: the bit only gates claims; a push that then claims reads the
   // slot's stamp with its own seq_cst load, which orders what it needs, and
-  // every set of the bit is made under lock_ after this.
-  if (gate_word_ != nullptr) gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
+  // every set of the bit is made under lock_ after this. The load first:
+  // in relaxed mode the bit is usually clear, and a RMW would bounce the
+  // tail word's line for nothing.
+  if (gate_word_->load(std::memory_order_relaxed) & gate_bit_)
+    gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
 }
 
 }  // namespace volt::detail

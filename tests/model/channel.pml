@@ -3,8 +3,9 @@
  * (claim by CAS, publish by the slot's stamp), the Dekker flags, the fast
  * slots and FIFO lists of both sides, re-registration of a woken operation
  * that finds the ring not ready, the wake-up chain after a woken operation
- * succeeds, cancellation passing a wake-up on, and the senders' gate and
- * grants (no barging). As implemented in
+ * succeeds, cancellation passing a wake-up on, and the senders' two modes
+ * (relaxed: barging, coalesced wake-ups; strict: the gate, no barging). As
+ * implemented in
  *   include/volt/channel/mpmc.hpp        Channel::try_push / try_pop,
  *                                        pass_on_after_woken_*, Send / Recv
  *                                        (attempt, enqueue, retry_if_notified)
@@ -12,7 +13,7 @@
  *                                        room_for, send_reserved
  *   include/volt/detail/channel_waiters.hpp, src/channel/channel_waiters.cpp
  *                                        wake_one, enqueue, cancel,
- *                                        try_as_oldest, release_reserved,
+ *                                        attempt_behind_gate, release_reserved,
  *                                        retry_granted, drop_grant, wake_all
  *
  * Property: no lost wake-up, i.e. no deadlock. Producer p sends NV values;
@@ -34,20 +35,32 @@
  * a slot the previous lap's receive still reads must see the mark
  * (NO_CLOSED_BEHIND_READ).
  *
- * Senders are gated (no barging, a655a79, 4c10c6f): while a sender is
- * queued or holds a grant, the gate bit of the tail word is set and an
- * ungranted push (try_send, a first attempt) reports full; a slot freed
- * while senders wait is granted to the oldest (wake_one under the lock,
- * grants++); a registrant re-checks only when it is the oldest (nobody
- * queued, no grant) or the channel is closed (the gate's fetch_or returns
- * the mark); a granted push that finds no room re-queues at the front
- * (regrant), one destroyed holding a grant passes it on (drop_grant). The
- * Dekker flag goes with the queue, the gate with the queue and the grants
- * (clear_flag_if_empty). Asserted in try_push: an ungranted claim happens
- * only when no sender is queued and no grant is outstanding (no barging;
- * negative control NO_GATE). NO_CLOSED_RECHECK: a registrant that is not
+ * Senders (volt/detail/channel_waiters.hpp, "Gated"): a slot freed while a
+ * sender waits is granted to the oldest (wake_one under the lock,
+ * grants++). Relaxed mode (strict = 0): an ungranted push (try_send, a
+ * first attempt) claims whenever there is room (barging), the senders' flag
+ * is down while a grant is outstanding (coalesced: receives that free more
+ * slots wake nobody), whoever ends the last grant with senders queued
+ * raises it and looks for room (update_flags, then the pass-on), and a
+ * registrant raises it only when no grant is outstanding and always
+ * re-checks. A granted push that finds no room re-queues at the front
+ * (regrant); STRICT_AFTER failed retries in a row by one waiter make the
+ * side strict (the original gated protocol, a655a79, 4c10c6f): the gate
+ * bit of the tail word is set and an ungranted push reports full, the flag
+ * goes with the queue, a registrant re-checks only when it is the oldest
+ * (nobody queued, no grant) or the channel is closed (the gate's fetch_or
+ * returns the mark); strict mode ends, and the gate clears unless slots are
+ * reserved, when nobody waits and no grant is outstanding. One destroyed
+ * holding a grant passes it on (drop_grant). Asserted in try_push: an
+ * ungranted claim happens only while the side is relaxed and nothing is
+ * reserved. Negative control NO_GRANT_END_RAISE: the end of the last grant
+ * does not raise the flag (senders queued behind it wait forever).
+ * NO_CLOSED_RECHECK (with STRICT_AFTER=1): a strict registrant that is not
  * the oldest never re-checks, even after close() (the hang 4c10c6f fixed:
  * woken senders still hold grants, the late registrant waits forever).
+ * NO_REGRANT_PASS drops the pass-on after a regrant's re-check completes;
+ * the configurations run here do not need it (a receive that follows the
+ * pushed value wakes the next sender), so it is no control, only a switch.
  * REAWAIT=n: a queued operation interrupted (a timeout's lvalue operand)
  * and awaited again, keeping its place, n times in total.
  * A woken sender's granted retry runs under the senders' lock
@@ -55,7 +68,11 @@
  *
  * PERMIT=n: producer 1 is a permit user (Sender::reserve + Permit::send,
  * volt/detail/channel_waiters.hpp "Reservations"): `reserved` counts held
- * slots under the senders' lock, the gate stays set while it is non-zero,
+ * slots under the senders' lock, the gate stays set while it is non-zero
+ * (and is set, in either mode, around every reservation's check and count:
+ * the first attempt, the re-check and the woken retry; NO_RESERVE_GATE sets
+ * it for the re-check and retry only while strict, and a barging push takes
+ * the slot between the check and the count),
  * a reservation and every granted push check room for themselves plus the
  * reserved slots (room_for), the permit's send claims lock-free and then
  * ends its reservation waking the oldest waiter (release_reserved); up to n
@@ -67,55 +84,65 @@
  * the lost wake-up this model found in the first version).
  *
  * Step-to-line mapping:
- *   P_gate  include/volt/channel/mpmc.hpp:178  if (!kGranted && (word & send_gate_bit_)) {
- *   P_claim  include/volt/channel/mpmc.hpp:200  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
- *   P_C1  include/volt/channel/mpmc.hpp:205  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
- *   P_closing  include/volt/channel/mpmc.hpp:213  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
- *   G_claim  include/volt/channel/mpmc.hpp:396  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
- *   G_C1  include/volt/channel/mpmc.hpp:403  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
- *   G_empty  include/volt/channel/mpmc.hpp:412  if ((tail & ~flags()) == head)
- *   G_behind_read  include/volt/channel/mpmc.hpp:421  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
- *   closer_mark  include/volt/channel/mpmc.hpp:435  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
- *   closer_recv  include/volt/channel/mpmc.hpp:437  recv_waiters_.wake_all();
- *   closer_send  include/volt/channel/mpmc.hpp:438  send_waiters_.wake_all();
- *   pass_recv  include/volt/channel/mpmc.hpp:489  if (value_at_head()) recv_waiters_.wake_one();
- *   pass_send  include/volt/channel/mpmc.hpp:492  if (room_at_tail()) send_waiters_.wake_one();
- *   wake_all_closing  include/volt/channel/mpmc.hpp:497  if (pushed == RingResult::kDoneClosing) {
- *   S_drop_grant  include/volt/channel/mpmc.hpp:759  channel_->send_waiters().drop_grant();
- *   S_wake_recv  include/volt/channel/mpmc.hpp:828  if (wake_receiver) channel_->wake_receivers(pushed);
- *   S_regrant  include/volt/channel/mpmc.hpp:843  const bool regrant = std::exchange(holds_grant_, false);
- *   S_retry  include/volt/channel/mpmc.hpp:862  if (!channel_->send_waiters().retry_granted(&recheck, this)) {
- *   S_retry_wake  include/volt/channel/mpmc.hpp:867  channel_->wake_receivers(pushed_);
- *   S_pass_on  include/volt/channel/mpmc.hpp:868  channel_->pass_on_after_woken_send();
- *   R_wake_send  include/volt/channel/mpmc.hpp:1317  if (wake_sender) channel_->send_waiters().wake_one();
- *   R_pass_on  include/volt/channel/mpmc.hpp:1343  if (value_) channel_->pass_on_after_woken_recv();
- *   C2  include/volt/detail/channel_waiters.hpp:129  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
- *   E_regrant  src/channel/channel_waiters.cpp:15  if (regrant) --granted_;
- *   E_R1  src/channel/channel_waiters.cpp:18  waiting_.store(true, std::memory_order_seq_cst);
- *   E_gate  src/channel/channel_waiters.cpp:24  gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
- *   E_oldest  src/channel/channel_waiters.cpp:31  oldest = regrant || (word & closed_bit_) ||
- *   E_R2  src/channel/channel_waiters.cpp:34  if (oldest && recheck(context)) {
- *   E_fast  src/channel/channel_waiters.cpp:45  fast_.compare_exchange_strong(empty, waiter, std::memory_order_release,
- *   E_front  src/channel/channel_waiters.cpp:53  list_.push_front(waiter);
- *   E_back  src/channel/channel_waiters.cpp:55  list_.push_back(waiter);
- *   W_lockfree  src/channel/channel_waiters.cpp:73  if (gate_word_ == nullptr) waiter = fast_.exchange(nullptr, std::memory_order_acquire);
- *   W_grant  src/channel/channel_waiters.cpp:79  if (waiter != nullptr && gate_word_ != nullptr) ++granted_;
- *   retry_done  src/channel/channel_waiters.cpp:189  --granted_;
- *   drop_grant  src/channel/channel_waiters.cpp:104  if (waiter != nullptr) ++granted_;
- *   X_cancel_fast  src/channel/channel_waiters.cpp:121  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed) ||
- *   X_wait_waker  src/channel/channel_waiters.cpp:137  while (waiter->state.load(std::memory_order_acquire) != ChannelWaiter::kNotified)
- *   X_pass  src/channel/channel_waiters.cpp:145  drop_grant();
- *   A_grant  src/channel/channel_waiters.cpp:158  if (gate_word_ != nullptr) ++granted_;
- *   clear_flag  src/channel/channel_waiters.cpp:225  waiting_.store(false, std::memory_order_relaxed);
- *   gate_reserved  src/channel/channel_waiters.cpp:226  if (granted_ != 0 || reserved_.load(std::memory_order_relaxed) != 0) return;
- *   clear_gate  src/channel/channel_waiters.cpp:230  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
- *   K_account  include/volt/channel/mpmc.hpp:188  if (reserved != 0 && !room_for(tail, reserved + 1)) return RingResult::kNotNow;
- *   K_room  include/volt/channel/mpmc.hpp:357  if (stamp + one_lap_ != stamp_free + 1) return false;
- *   K_reserve  include/volt/channel/mpmc.hpp:338  send_waiters_.add_reserved_locked(n);
- *   K_push_spin  include/volt/channel/mpmc.hpp:264  if (stamp + one_lap_ == tail + 1) backoff.once();
- *   K_used  include/volt/channel/mpmc.hpp:280  send_waiters_.release_reserved(1);
- *   K_oldest  src/channel/channel_waiters.cpp:179  const bool done = oldest && attempt(context);
- *   K_release  src/channel/channel_waiters.cpp:199  reserved_.store(reserved_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+ *   P_gate  include/volt/channel/mpmc.hpp:187  if (!kGranted && (word & send_gate_bit_)) {
+ *   P_claim  include/volt/channel/mpmc.hpp:209  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
+ *   P_C1  include/volt/channel/mpmc.hpp:214  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
+ *   P_closing  include/volt/channel/mpmc.hpp:222  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
+ *   G_claim  include/volt/channel/mpmc.hpp:397  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
+ *   G_C1  include/volt/channel/mpmc.hpp:404  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
+ *   G_empty  include/volt/channel/mpmc.hpp:413  if ((tail & ~flags()) == head)
+ *   G_behind_read  include/volt/channel/mpmc.hpp:422  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
+ *   closer_mark  include/volt/channel/mpmc.hpp:436  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
+ *   closer_recv  include/volt/channel/mpmc.hpp:438  recv_waiters_.wake_all();
+ *   closer_send  include/volt/channel/mpmc.hpp:439  send_waiters_.wake_all();
+ *   pass_recv  include/volt/channel/mpmc.hpp:490  if (value_at_head()) recv_waiters_.wake_one();
+ *   pass_send  include/volt/channel/mpmc.hpp:493  if (room_at_tail()) send_waiters_.wake_one();
+ *   wake_all_closing  include/volt/channel/mpmc.hpp:498  if (pushed == RingResult::kDoneClosing) {
+ *   S_drop_grant  include/volt/channel/mpmc.hpp:761  channel_->send_waiters().drop_grant();
+ *   S_wake_recv  include/volt/channel/mpmc.hpp:830  if (wake_receiver) channel_->wake_receivers(pushed);
+ *   S_regrant  include/volt/channel/mpmc.hpp:845  const bool regrant = std::exchange(holds_grant_, false);
+ *   S_retry  include/volt/channel/mpmc.hpp:869  if (!channel_->send_waiters().retry_granted(&recheck, this)) {
+ *   S_retry_wake  include/volt/channel/mpmc.hpp:874  channel_->wake_receivers(pushed_);
+ *   S_pass_on  include/volt/channel/mpmc.hpp:875  channel_->pass_on_after_woken_send();
+ *   R_wake_send  include/volt/channel/mpmc.hpp:1328  if (wake_sender) channel_->send_waiters().wake_one();
+ *   R_pass_on  include/volt/channel/mpmc.hpp:1354  if (value_) channel_->pass_on_after_woken_recv();
+ *   C2  include/volt/detail/channel_waiters.hpp:150  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
+ *   E_regrant  src/channel/channel_waiters.cpp:19  if (++waiter->regrants >= kStrictAfter) strict_ = true;
+ *   E_R1  src/channel/channel_waiters.cpp:30  waiting_.store(true, std::memory_order_seq_cst);
+ *   E_gate  src/channel/channel_waiters.cpp:38  const std::uint64_t word = gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
+ *   E_oldest  src/channel/channel_waiters.cpp:46  oldest = regrant || (word & closed_bit_) ||
+ *   E_R2  src/channel/channel_waiters.cpp:50  if (oldest && recheck(context)) {
+ *   E_fast  src/channel/channel_waiters.cpp:61  fast_.compare_exchange_strong(empty, waiter, std::memory_order_release,
+ *   E_front  src/channel/channel_waiters.cpp:69  list_.push_front(waiter);
+ *   E_back  src/channel/channel_waiters.cpp:71  list_.push_back(waiter);
+ *   W_lockfree  src/channel/channel_waiters.cpp:90  if (gate_word_ == nullptr) waiter = fast_.exchange(nullptr, std::memory_order_acquire);
+ *   W_grant  src/channel/channel_waiters.cpp:96  if (waiter != nullptr && gate_word_ != nullptr) ++granted_;
+ *   retry_done  src/channel/channel_waiters.cpp:208  if (done) --granted_;
+ *   drop_grant  src/channel/channel_waiters.cpp:121  if (waiter != nullptr) ++granted_;
+ *   X_cancel_fast  src/channel/channel_waiters.cpp:138  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed) ||
+ *   X_wait_waker  src/channel/channel_waiters.cpp:154  while (waiter->state.load(std::memory_order_acquire) != ChannelWaiter::kNotified)
+ *   X_pass  src/channel/channel_waiters.cpp:162  drop_grant();
+ *   A_grant  src/channel/channel_waiters.cpp:175  if (gate_word_ != nullptr) ++granted_;
+ *   clear_flag  src/channel/channel_waiters.cpp:249  waiting_.store(false, std::memory_order_relaxed);
+ *   gate_reserved  src/channel/channel_waiters.cpp:251  if (gate_word_ == nullptr || strict_ || reserved_.load(std::memory_order_relaxed) != 0) return;
+ *   clear_gate  src/channel/channel_waiters.cpp:258  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
+ *   K_account  include/volt/channel/mpmc.hpp:197  if (reserved != 0 && !room_for(tail, reserved + 1)) return RingResult::kNotNow;
+ *   K_room  include/volt/channel/mpmc.hpp:358  if (stamp + one_lap_ != stamp_free + 1) return false;
+ *   K_reserve  include/volt/channel/mpmc.hpp:339  send_waiters_.add_reserved_locked(n);
+ *   K_push_spin  include/volt/channel/mpmc.hpp:273  if (stamp + one_lap_ == tail + 1) backoff.once();
+ *   K_used  include/volt/channel/mpmc.hpp:283  send_waiters_.release_reserved(1);
+ *   K_oldest  src/channel/channel_waiters.cpp:195  !strict_ || (word & closed_bit_) ||
+ *   K_release  src/channel/channel_waiters.cpp:217  reserved_.store(reserved_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+ *   E_R1_cond  src/channel/channel_waiters.cpp:27  if (!gated || strict_ || granted_ == 0) {
+ *   E_gate_when  src/channel/channel_waiters.cpp:33  if (gated && (strict_ || reserves)) {
+ *   E_flags  src/channel/channel_waiters.cpp:74  update_flags();  // the gate, if a reservation's re-check set it for nothing
+ *   retry_gate  src/channel/channel_waiters.cpp:206  if (reserves) gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
+ *   F_strict_end  src/channel/channel_waiters.cpp:239  if (!queued && granted_ == 0) strict_ = false;
+ *   F_want  src/channel/channel_waiters.cpp:240  if (queued && (gate_word_ == nullptr || strict_ || granted_ == 0)) {
+ *   F_raise  src/channel/channel_waiters.cpp:244  if (!waiting_.load(std::memory_order_relaxed)) waiting_.store(true, std::memory_order_seq_cst);
+ *   S_regrant_pass  include/volt/channel/mpmc.hpp:855  if (regrant) channel_->pass_on_after_woken_send();
+ *   K_regrant_pass  include/volt/channel/mpmc.hpp:1112  if (regrant && phase_ == kReserved) channel_->pass_on_after_woken_send();
+ *   K_retry_gate  include/volt/channel/mpmc.hpp:1124  if (!channel_->send_waiters().retry_granted(&recheck, this, true)) {
  *
  * Not modelled: the value
  * itself (only positions), the waker (a woken task re-polls and runs the
@@ -137,12 +164,12 @@
  * Switches: -DCAP=n -DNP=n -DNC=n -DNV=n (values per producer) -DQUOTA=n
  * (values per consumer; NC*QUOTA must equal NP*NV), -DCANCEL=n (waits that
  * may be cancelled, in total), -DCLOSE (a closer; QUOTA is then ignored),
- * -DREAWAIT=n, -DFLAG_KEEPS_GRANTS (the flag cleared only once no grant is
- * outstanding either, as a655a79; also correct, one lock per receive more),
- * -DPERMIT=n (see above), negative controls -DNO_ACCOUNTING, -DNO_USED_WAKE,
+ * -DREAWAIT=n, -DSTRICT_AFTER=n (default 3, the code's kStrictAfter),
+ * -DNO_REGRANT_PASS, -DPERMIT=n (see above), negative controls
+ * -DNO_ACCOUNTING, -DNO_USED_WAKE, -DNO_RESERVE_GATE, -DNO_GRANT_END_RAISE,
  * -DRELAXED_DEKKER, -DNO_PASS_ON (no wake-up chain after a
  * woken success), -DNO_PASS_CANCEL (a cancelled woken waiter drops its
- * wake-up), -DNO_CLOSING_WAKE_ALL, -DNO_CLOSED_BEHIND_READ, -DNO_GATE,
+ * wake-up), -DNO_CLOSING_WAKE_ALL, -DNO_CLOSED_BEHIND_READ,
  * -DNO_CLOSED_RECHECK (see above).
  */
 
@@ -166,6 +193,9 @@
 #endif
 #ifndef REAWAIT
 #define REAWAIT 0
+#endif
+#ifndef STRICT_AFTER
+#define STRICT_AFTER 3
 #endif
 
 #define NW (NP + NC + 1)  /* waiter ids 1..NP+NC; 0 = none */
@@ -192,6 +222,8 @@ byte sent_total = 0;
 bit closed = 0;
 bit gate = 0;        /* the senders' gate: a bit of the tail word */
 byte grants = 0;     /* woken senders holding a grant (under lk[SEND]) */
+bit strict = 0;      /* the senders' side is strict (under lk[SEND]) */
+byte regrants[NW];   /* per waiter: granted retries in a row that found no room */
 #ifdef PERMIT
 byte reserved = 0;   /* slots held by permits (under lk[SEND]) */
 byte drops = PERMIT; /* permits the permit user may drop unused */
@@ -250,19 +282,30 @@ inline list_at(q, k, out) {
   fi
 }
 
-/* clear_flag_if_empty, lock held: the flag goes with the queue; the
- * senders' gate with the queue and the grants (FLAG_KEEPS_GRANTS: the flag
- * too waits for the grants, as a655a79 had it) */
-inline clear_if_empty(q) {
+/* update_flags, lock held. Receivers: the flag goes with the queue.
+ * Senders: strict mode ends when nobody waits and no grant is outstanding;
+ * the flag is "queued, and strict or no grant outstanding" (relaxed mode
+ * coalesces: while a grant is outstanding the flag is down); the gate is
+ * cleared when the side is relaxed and nothing is reserved. Raising the flag
+ * here happens only where the last grant ended with senders queued; the
+ * caller then looks for room (the pass-on). NO_GRANT_END_RAISE: the flag is
+ * never raised here (lowered or kept only). */
+inline update_flags(q) {
   if
-  :: qlen[q] == 0 && fast[q] == 0 ->
-#ifdef FLAG_KEEPS_GRANTS
-     if :: q == RECV || grants == 0 -> flag[q] = 0 :: else -> skip fi;
+  :: q == SEND ->
+     if :: qlen[q] == 0 && fast[q] == 0 && grants == 0 -> strict = 0 :: else -> skip fi;
+     if
+     :: (qlen[q] != 0 || fast[q] != 0) && (strict || grants == 0) ->
+#ifndef NO_GRANT_END_RAISE
+        flag[q] = 1
 #else
-     flag[q] = 0;
+        skip
 #endif
-     if :: q == SEND && grants == 0 && RESERVED == 0 -> gate = 0 :: else -> skip fi
-  :: else -> skip
+     :: else -> flag[q] = 0
+     fi;
+     if :: !strict && RESERVED == 0 -> gate = 0 :: else -> skip fi
+  :: else ->
+     if :: qlen[q] == 0 && fast[q] == 0 -> flag[q] = 0 :: else -> skip fi
   fi
 }
 
@@ -284,7 +327,7 @@ inline wake_one(q, seen) {
      lock(q);
      pop_oldest(q);
      if :: w != 0 -> grants++ :: else -> skip fi;
-     clear_if_empty(q);
+     update_flags(q);
      if :: w != 0 -> state[w] = NOTIFIED :: else -> skip fi;
      unlock(q)
   :: seen && q == RECV ->
@@ -298,7 +341,7 @@ inline wake_one(q, seen) {
         :: w == 0 && qlen[q] > 0 -> k = 0; list_at(q, k, w); list_remove_at(q, k)
         :: else -> skip
         fi;
-        clear_if_empty(q);
+        update_flags(q);
         if
         :: w != 0 -> state[w] = NOTIFIED
         :: else -> skip
@@ -348,9 +391,7 @@ inline try_push(res, granted) {
   :: atomic { t = tail; c = closed; g = gate };
      if
      :: c -> res = CLOSED; break
-#ifndef NO_GATE
-     :: !c && g && !granted -> break               /* senders wait: full */
-#endif
+     :: !c && g && !granted -> break               /* gated: full */
      :: else -> skip
      fi;
 #ifdef PERMIT
@@ -370,9 +411,9 @@ inline try_push(res, granted) {
         atomic {
           if
           :: tail == t && !closed && gate == g -> tail = t + 1; claimed = 1;
-             /* no barging: an ungranted claim only when no sender waits */
-             assert(granted || (qlen[SEND] == 0 && fast[SEND] == 0 && grants == 0 &&
-                                RESERVED == 0))
+             /* an ungranted claim only while the side is relaxed (no
+              * barging while strict) and nothing is reserved */
+             assert(granted || (!strict && RESERVED == 0))
           :: else -> claimed = 0
           fi
         };
@@ -451,7 +492,7 @@ inline wake_all(q) {
      :: else -> break
      fi
   od;
-  clear_if_empty(q);
+  update_flags(q);
   unlock(q);
   w = 0; k = 0
 }
@@ -475,39 +516,71 @@ inline drop_grant() {
   grants--;
   pop_oldest(SEND);
   if :: w != 0 -> grants++; state[w] = NOTIFIED :: else -> skip fi;
-  clear_if_empty(SEND);
+  update_flags(SEND);
   unlock(SEND);
   w = 0; k = 0
 }
 
-/* ChannelWaiters::enqueue with the operation's attempt as the re-check. */
+/* ChannelWaiters::enqueue with the operation's attempt as the re-check. A
+ * regrant counts the waiter's failed granted retries; STRICT_AFTER of them
+ * make the side strict (strict_ and the gate's fetch_or are one step here:
+ * the code sets both under the lock, and an ungranted claim between them
+ * reads neither strict_ nor a set bit, so it is the same as one just
+ * before). A registrant raises the flag (R1) unless the side is relaxed
+ * and a grant is outstanding (that grant's end raises it). Relaxed: it
+ * always re-checks; strict: only as the oldest, or once closed. */
 inline enqueue(q, me, queued, regrant, rsv) {
   lock(q);
-  if :: regrant -> grants-- :: else -> skip fi;
-  flag[q] = 1;                                     /* R1 */
+  if
+  :: q == SEND && regrant ->
+     grants--; regrants[me]++;
+     if :: regrants[me] >= STRICT_AFTER -> atomic { strict = 1; gate = 1 } :: else -> skip fi
+  :: q == SEND && !regrant -> regrants[me] = 0
+  :: else -> skip
+  fi;
+  if
+  :: q == RECV || strict || grants == 0 -> flag[q] = 1   /* R1 */
+  :: else -> skip
+  fi;
   res = NOTNOW;
   if
   :: q == RECV -> try_pop(res)                     /* R2: the re-check */
   :: q == SEND ->
-     atomic { gate = 1; c = closed };              /* fetch_or: with R1, before R2 */
-#ifdef NO_CLOSED_RECHECK
-     c = 0;
-#endif
+     c = 0; g = 1;                                 /* g: may re-check */
      if
-     :: regrant || c || (grants == 0 && qlen[q] == 0 && fast[q] == 0) ->
+     :: strict || rsv ->
+        /* fetch_or: with R1, before R2; a reservation's re-check needs it
+         * in either mode (NO_RESERVE_GATE: only while strict) */
+#ifdef NO_RESERVE_GATE
+        if :: strict -> atomic { gate = 1; c = closed } :: else -> c = closed fi;
+#else
+        atomic { gate = 1; c = closed };
+#endif
+#ifdef NO_CLOSED_RECHECK
+        c = 0;
+#endif
+        if
+        :: !strict || regrant || c || (grants == 0 && qlen[q] == 0 && fast[q] == 0) -> skip
+        :: else -> g = 0
+        fi
+     :: else -> skip
+     fi;
+     if
+     :: g ->
 #ifdef PERMIT
         if
         :: rsv -> reserve_locked(res)              /* a reserve's re-check */
         :: else -> try_push(res, 1)
         fi
 #else
-        try_push(res, 1)                           /* the oldest: granted re-check */
+        try_push(res, 1)                           /* a granted re-check */
 #endif
      :: else -> skip
-     fi
+     fi;
+     c = 0; g = 0
   fi;
   if
-  :: res != NOTNOW -> clear_if_empty(q); unlock(q); queued = 0
+  :: res != NOTNOW -> update_flags(q); unlock(q); queued = 0
   :: else ->
      state[me] = QUEUED;
      if
@@ -517,6 +590,7 @@ inline enqueue(q, me, queued, regrant, rsv) {
         list_push_front(q, me)
      :: (qlen[q] != 0 || fast[q] != 0) && !regrant -> list_push(q, me)
      fi;
+     update_flags(q);                              /* the gate, if set for nothing */
      unlock(q);
      queued = 1
   fi
@@ -541,9 +615,9 @@ inline cancel(q, me) {
        fi
      };
      if
-     :: claimed -> claimed = 0; state[me] = IDLE; clear_if_empty(q); unlock(q)
+     :: claimed -> claimed = 0; state[me] = IDLE; update_flags(q); unlock(q)
      :: !claimed && k < qlen[q] ->
-        list_remove_at(q, k); state[me] = IDLE; clear_if_empty(q); unlock(q)
+        list_remove_at(q, k); state[me] = IDLE; update_flags(q); unlock(q)
      :: !claimed && k >= qlen[q] ->
         /* a waker took it from the fast slot and has not published yet
          * (receivers only: the senders' waker holds the lock) */
@@ -566,7 +640,7 @@ inline cancel(q, me) {
      :: else -> wake_one(q, flag[q])               /* woken, never retried: pass it on */
      fi
 #else
-     if :: q == SEND -> lock(q); grants--; clear_if_empty(q); unlock(q) :: else -> skip fi
+     if :: q == SEND -> lock(q); grants--; update_flags(q); unlock(q) :: else -> skip fi
 #endif
   fi;
   w = 0; k = 0
@@ -590,7 +664,8 @@ proctype producer(byte me) {
      :: woken ->                                   /* retry_granted: under the lock, */
         lock(SEND);                                /* ending the grant if it completes */
         try_push(res, 1);
-        if :: res != NOTNOW -> grants--; clear_if_empty(SEND) :: else -> skip fi;
+        if :: res != NOTNOW -> grants-- :: else -> skip fi;
+        update_flags(SEND);
         unlock(SEND)
      :: else -> try_push(res, 0)
      fi;
@@ -614,12 +689,23 @@ proctype producer(byte me) {
         :: regrant && cancels > 0 ->               /* destroyed holding the grant */
            atomic { cancels-- }; drop_grant(); regrant = 0
         :: true ->
-           enqueue(SEND, me, queued, regrant, 0); regrant = 0;
+           enqueue(SEND, me, queued, regrant, 0);
            if
            :: !queued && res == CLOSED -> break
            :: !queued && res != CLOSED ->
-              wake_receivers(res, flag[RECV]); sent++; atomic { sent_total++ }
+              wake_receivers(res, flag[RECV]);
+#ifndef NO_REGRANT_PASS
+              if
+              :: regrant ->                        /* the re-check ended a grant: pass on */
+                 atomic { t = tail; c = closed }; s = stamp[t % CAP];
+                 if :: !c && s == 2 * t -> wake_one(SEND, flag[SEND]) :: else -> skip fi;
+                 t = 0; s = 0; c = 0
+              :: else -> skip
+              fi;
+#endif
+              regrant = 0; sent++; atomic { sent_total++ }
            :: queued ->
+              regrant = 0;
               do
               :: state[me] == NOTIFIED -> state[me] = IDLE; woken = 1; break
               :: atomic { reawaits > 0 -> reawaits-- }  /* interrupted, awaited again */
@@ -639,7 +725,7 @@ inline release_reserved() {
   reserved--;
   pop_oldest(SEND);
   if :: w != 0 -> grants++; state[w] = NOTIFIED :: else -> skip fi;
-  clear_if_empty(SEND);
+  update_flags(SEND);
   unlock(SEND);
   w = 0; k = 0
 }
@@ -694,26 +780,41 @@ proctype permit_user(byte me) {
   :: sent == NV -> break
   :: else ->
      regrant = 0;
-     lock(SEND);                                   /* try_as_oldest */
+     lock(SEND);                                   /* attempt_behind_gate */
      atomic { gate = 1; c = closed };
      res = NOTNOW;
      if
-     :: c || (grants == 0 && qlen[SEND] == 0 && fast[SEND] == 0) -> reserve_locked(res)
+     :: c || !strict || (grants == 0 && qlen[SEND] == 0 && fast[SEND] == 0) -> reserve_locked(res)
      :: else -> skip
      fi;
-     clear_if_empty(SEND);
+     update_flags(SEND);
      unlock(SEND);
      do
      :: res != NOTNOW -> break
      :: else ->
-        enqueue(SEND, me, queued, regrant, 1); regrant = 0;
+        enqueue(SEND, me, queued, regrant, 1);
         if
-        :: !queued -> skip                         /* the re-check completed it */
+        :: !queued ->                              /* the re-check completed it */
+#ifndef NO_REGRANT_PASS
+           if
+           :: regrant && res == DONE ->            /* it ended a grant: pass on */
+              atomic { t = tail; c = closed }; s = stamp[t % CAP];
+              if :: !c && s == 2 * t -> wake_one(SEND, flag[SEND]) :: else -> skip fi;
+              t = 0; s = 0; c = 0
+           :: else -> skip
+           fi;
+#endif
+           regrant = 0
         :: queued ->
+           regrant = 0;
            (state[me] == NOTIFIED); state[me] = IDLE;
-           lock(SEND);                             /* retry_granted */
+           lock(SEND);                             /* retry_granted, behind the gate */
+#ifndef NO_RESERVE_GATE
+           gate = 1;
+#endif
            reserve_locked(res);
-           if :: res != NOTNOW -> grants--; clear_if_empty(SEND) :: else -> regrant = 1 fi;
+           if :: res != NOTNOW -> grants-- :: else -> regrant = 1 fi;
+           update_flags(SEND);
            unlock(SEND);
 #ifndef NO_PASS_ON
            if
@@ -738,7 +839,7 @@ proctype permit_user(byte me) {
         :: res == CLOSED -> release_reserved(); break
         :: else ->
 #ifdef NO_USED_WAKE
-           lock(SEND); reserved--; clear_if_empty(SEND); unlock(SEND);
+           lock(SEND); reserved--; update_flags(SEND); unlock(SEND);
 #else
            release_reserved();                     /* the reservation ends, waking */
 #endif

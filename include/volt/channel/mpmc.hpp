@@ -27,14 +27,21 @@
 //    sequence numbers), and a flag load to see whether anyone waits.
 //  - Waiting allocates nothing: the waiter lives in the Send / Recv
 //    operation. Waiters are served oldest first.
-//  - Fairness of senders (no barging, as Tokio's): a slot freed while a
-//    send() waits belongs to the oldest waiting sender, which is woken
-//    holding it; while any sender waits (or holds such a slot), try_send()
-//    and a new send()'s first attempt find the channel full. So a send that
-//    started after a send() had queued never delivers before it. The
-//    lock-free path is unchanged when no sender waits (the gate is a bit of
-//    the tail word the claim CASes anyway). Receivers may barge (a try_recv
-//    can take a value a woken recv() was woken for).
+//  - Fairness of senders, bounded: waiting senders are woken oldest first,
+//    but a send that finds room takes it even while others wait (barging,
+//    as async-channel's and crossbeam's), and one wake-up serves a batch:
+//    while a woken sender has not yet retried, freeing more slots wakes
+//    nobody else, and once it runs its sends fill every free slot without
+//    locking. A woken sender whose retry finds no room (a barging send took
+//    the slot) goes back to the front; after three such retries in a row
+//    the senders' side turns strict (no barging, as Tokio's semaphore):
+//    every freed slot then belongs to the oldest waiter, try_send() and a
+//    new send()'s first attempt find the channel full while anyone waits,
+//    until nobody waits. So no sender (or reserve_many waiting for n
+//    slots) is overtaken indefinitely. (Strict all the time cost a task
+//    switch and three lock hand-offs per value once the ring stayed full
+//    with senders on two cores: 15 times slower.) Receivers may barge (a
+//    try_recv can take a value a woken recv() was woken for).
 //  - recv() is cancel-safe: a Recv destroyed while it waits (abort, timeout,
 //    select) takes no value; if it had already been woken, the wake-up passes
 //    to the next receiver. send() likewise: a Send destroyed while it waits
@@ -166,9 +173,11 @@ class Channel {
 
   // Moves `value` into the ring if there is room (only then). Not kGranted
   // (try_send, a first attempt): no room while the send gate is set, i.e.
-  // while senders wait or hold a grant (no barging: a freed slot is theirs).
-  // kGranted: a woken sender holding a grant, or the oldest registrant's
-  // re-check under the senders' lock; claims past the gate, keeping it.
+  // while slots are reserved, or while the senders' side is strict (no
+  // barging: a freed slot belongs to the oldest waiter; see
+  // channel_waiters.hpp). kGranted: a woken sender holding a grant, or a
+  // registrant's re-check, under the senders' lock; claims past the gate,
+  // keeping it.
   template <bool kGranted = false>
   RingResult try_push(T& value, bool* gated = nullptr) noexcept {
     std::uint64_t word = tail_.load(std::memory_order_relaxed);
@@ -282,11 +291,10 @@ class Channel {
     return SendResult<T>();
   }
 
-  // try_send's second look when its push met the gate while slots are
-  // reserved (the gate is then set for the permits, not necessarily for
-  // waiting senders): a granted push under the senders' lock, which counts
-  // the reserved slots, if no sender waits (no barging). So a held permit
-  // costs try_send the lock, not its room.
+  // try_send's second look when its push met the gate: a granted push under
+  // the senders' lock, which counts the reserved slots, unless the side is
+  // strict and a sender waits (no barging then). So a held permit costs
+  // try_send the lock, not its room.
   RingResult try_push_past_permits(T& value) noexcept {
     struct Attempt {
       Channel* channel;
@@ -298,20 +306,13 @@ class Channel {
         return a.result != RingResult::kNotNow;
       }
     } attempt{this, &value};
-    send_waiters_.try_as_oldest(&Attempt::run, &attempt);
+    send_waiters_.attempt_behind_gate(&Attempt::run, &attempt);
     return attempt.result;
   }
-  bool has_reserved() const noexcept { return send_waiters_.reserved() != 0; }
-  // The gate is set but no sender seems queued: a reservation being made or
-  // given back (the gate is set before the count rises, and the count falls
-  // before the gate clears), or only grants outstanding. try_send then
-  // decides under the lock instead of reporting full (found in review: a
-  // try_reserve looping beside try_send on an empty 1024-slot channel made
-  // try_send report full within milliseconds).
-  bool no_sender_queued_hint() const noexcept { return !send_waiters_.maybe_queued(); }
 
-  // try_reserve's attempt: without barging past waiting senders (the gate
-  // set meanwhile, see ChannelWaiters::try_as_oldest).
+  // try_reserve's attempt, with the gate set meanwhile (atomic with every
+  // claim; not past waiting senders while the side is strict), see
+  // ChannelWaiters::attempt_behind_gate.
   RingResult try_reserve(std::uint64_t n) noexcept {
     struct Attempt {
       Channel* channel;
@@ -323,7 +324,7 @@ class Channel {
         return a.result != RingResult::kNotNow;
       }
     } attempt{this, n};
-    send_waiters_.try_as_oldest(&Attempt::run, &attempt);
+    send_waiters_.attempt_behind_gate(&Attempt::run, &attempt);
     return attempt.result;
   }
 
@@ -556,7 +557,8 @@ class Channel {
 
   // Receivers CAS head_, senders tail_: each on its own cache line.
   alignas(64) std::atomic<std::uint64_t> head_{0};
-  // | mark_bit_ once closed, | send_gate_bit_ while senders wait
+  // | mark_bit_ once closed, | send_gate_bit_ while slots are reserved or
+  // the senders' side is strict (ChannelWaiters)
   alignas(64) std::atomic<std::uint64_t> tail_{0};
   alignas(64) const std::size_t capacity_;
   const std::uint64_t mark_bit_;       // above every index; closed flag in tail_
@@ -720,12 +722,12 @@ class Sender {
     if (!channel_) return SendResult<T>(errc::closed, std::move(value));
     bool gated = false;
     detail::RingResult pushed = channel_->try_push(value, &gated);
-    // Full, or the gate is set: with slots reserved, or the gate set while no
-    // sender is queued (relaxed snapshots; under the lock try_as_oldest looks
-    // at the queue again, so a queued sender is never passed), look again
-    // under the lock. A sender that is really queued keeps the fast failure.
-    if (pushed == detail::RingResult::kNotNow &&
-        (channel_->has_reserved() || (gated && channel_->no_sender_queued_hint())))
+    // The gate is set (slots reserved, or the side strict): look again under
+    // the lock, which counts the reserved slots and, while strict, lets no
+    // send past a waiting one. (Found in review: reporting full whenever the
+    // gate was set made try_send fail within milliseconds beside a
+    // try_reserve loop on an empty 1024-slot channel.)
+    if (pushed == detail::RingResult::kNotNow && gated)
       pushed = channel_->try_push_past_permits(value);
     switch (pushed) {
       case detail::RingResult::kDone:
@@ -846,11 +848,16 @@ class Sender {
         return true;
       }
       waiter_.waker = volt::detail::Waker();
-      if (phase_ == kSent) channel_->wake_receivers(pushed_);
+      if (phase_ == kSent) {
+        channel_->wake_receivers(pushed_);
+        // The re-check of a woken sender ended its grant: pass on, as
+        // after a woken success (ChannelWaiters::enqueue).
+        if (regrant) channel_->pass_on_after_woken_send();
+      }
       return false;
     }
-    // The re-check under the senders' lock runs only for the oldest sender
-    // (ChannelWaiters::enqueue), so it claims past the gate it just set.
+    // The re-check under the senders' lock (while strict, only the oldest
+    // sender's, see ChannelWaiters::enqueue) claims past the gate.
     static bool recheck(void* self) { return static_cast<Send*>(self)->attempt(false, true); }
     bool retry_if_notified() {
       if (!waiter_.notified()) return false;
@@ -919,8 +926,8 @@ class Sender {
     attempt.result = channel_->try_push(value);
     bool woken = false;
     bool regrant = false;
+    volt::detail::ChannelWaiter waiter;  // one for every turn: it counts regrants
     while (attempt.result == detail::RingResult::kNotNow) {
-      volt::detail::ChannelWaiter waiter;
       waiter.waker = volt::detail::current_thread_waker();
       if (!channel_->send_waiters().enqueue(&waiter, &Attempt::recheck, &attempt, regrant)) break;
       while (!waiter.notified())
@@ -970,8 +977,9 @@ class Sender {
   // Two-phase send (Tokio's reserve): a Permit holds a slot until it sends
   // through it (never waiting) or is destroyed (the slot given back).
   //
-  // try_reserve(): a Permit if there is a free slot now and no sender is
-  // waiting (no barging, as try_send); errc::full, or errc::closed.
+  // try_reserve(): a Permit if there is a free slot now (while the senders'
+  // side is strict, only if no sender waits, as try_send); errc::full, or
+  // errc::closed.
   Expected<Permit<T>> try_reserve() {
     if (!channel_) return Expected<Permit<T>>(errc::closed);
     switch (channel_->try_reserve(1)) {
@@ -1004,16 +1012,17 @@ class Sender {
   }
 
   // co_await tx.reserve() / tx.reserve_many(n): waits for room as send()
-  // does, in the same FIFO queue (a slot freed while senders wait goes to
-  // the oldest of them, send or reserve; no barging). Expected<Permit<T>> /
+  // does, in the same queue (woken oldest first, send or reserve; the
+  // bounded barging of send()). Expected<Permit<T>> /
   // Expected<PermitIterator<T>>: errc::closed if the channel closes first;
   // reserve_many(n > max_capacity()): errc::invalid_argument at once (Tokio
   // refuses it too: it could never be satisfied); n == 0: an empty
   // PermitIterator at once. Cancel-safe: destroyed while waiting, it holds
   // nothing (a grant it was woken with passes on); destroyed after it
   // reserved but before the co_await resumed, it gives the slots back.
-  // Waiting allocates nothing. A reserve_many waiting at the front of the
-  // queue holds back the senders behind it until n slots are free (FIFO).
+  // Waiting allocates nothing. A reserve_many that keeps finding fewer than
+  // n slots free turns the side strict: it then holds back the senders
+  // behind it until n slots are free (FIFO).
   template <bool kMany>
   class [[nodiscard]] ReserveOp {
    public:
@@ -1089,20 +1098,22 @@ class Sender {
           return false;
       }
     }
-    // A first attempt: only as the oldest (no barging), see try_reserve.
+    // A first attempt (while strict, only as the oldest), see try_reserve.
     bool attempt() noexcept { return finish(channel_->try_reserve(n_)); }
     bool enqueue(volt::detail::TaskHeader* task) noexcept {
       waiter_.waker = volt::detail::make_task_waker(task);
       const bool regrant = std::exchange(holds_grant_, false);
-      if (channel_->send_waiters().enqueue(&waiter_, &recheck, this, regrant)) {
+      if (channel_->send_waiters().enqueue(&waiter_, &recheck, this, regrant, true)) {
         phase_ = kQueued;
         return true;
       }
       waiter_.waker = volt::detail::Waker();
+      // A woken reserve's re-check ended its grant: pass on (see Send).
+      if (regrant && phase_ == kReserved) channel_->pass_on_after_woken_send();
       return false;
     }
-    // Under the senders' lock: the oldest registrant's re-check, or the
-    // granted retry of a woken one.
+    // Under the senders' lock: a registrant's re-check (while strict, only
+    // the oldest's), or the granted retry of a woken one.
     static bool recheck(void* self) noexcept {
       auto* op = static_cast<ReserveOp*>(self);
       return op->finish(op->channel_->reserve_locked(op->n_));
@@ -1110,7 +1121,7 @@ class Sender {
     bool retry_if_notified() noexcept {
       if (!waiter_.notified()) return false;
       waiter_.state.store(volt::detail::ChannelWaiter::kIdle, std::memory_order_relaxed);
-      if (!channel_->send_waiters().retry_granted(&recheck, this)) {
+      if (!channel_->send_waiters().retry_granted(&recheck, this, true)) {
         holds_grant_ = true;  // re-queued at the front by enqueue()
         return false;
       }
