@@ -14,7 +14,8 @@
 //    mpsc::kMaxCapacity are the bounded multi-producer multi-consumer
 //    channel of volt/channel/mpmc.hpp under other names (aliases, not a
 //    second implementation): an mpsc::Sender<T> is an mpmc::Sender<T>. All
-//    of mpmc.hpp's contract holds (FIFO for waiting senders, cancel-safe
+//    of mpmc.hpp's contract holds (waiting senders woken oldest first with
+//    bounded barging, where Tokio's are strictly FIFO; cancel-safe
 //    send/recv, no allocation to wait, capacity in [1, kMaxCapacity] or
 //    volt::Error(errc::invalid_argument)).
 //  - Unlike Tokio's, the Receiver can be copied: copies are more receivers of
