@@ -55,7 +55,9 @@
  * ungranted claim happens only while the side is relaxed and nothing is
  * reserved. Negative control NO_GRANT_END_RAISE: the end of the last grant
  * does not raise the flag (senders queued behind it wait forever).
- * NO_CLOSED_RECHECK (with STRICT_AFTER=1): a strict registrant that is not
+ * ALWAYS_STRICT: strict from the start and for good (the gate set), the
+ * original gated protocol alone. NO_CLOSED_RECHECK (run with ALWAYS_STRICT,
+ * where the search reaches it in seconds): a strict registrant that is not
  * the oldest never re-checks, even after close() (the hang 4c10c6f fixed:
  * woken senders still hold grants, the late registrant waits forever).
  * NO_REGRANT_PASS drops the pass-on after a regrant's re-check completes;
@@ -165,6 +167,7 @@
  * (values per consumer; NC*QUOTA must equal NP*NV), -DCANCEL=n (waits that
  * may be cancelled, in total), -DCLOSE (a closer; QUOTA is then ignored),
  * -DREAWAIT=n, -DSTRICT_AFTER=n (default 3, the code's kStrictAfter),
+ * -DALWAYS_STRICT,
  * -DNO_REGRANT_PASS, -DPERMIT=n (see above), negative controls
  * -DNO_ACCOUNTING, -DNO_USED_WAKE, -DNO_RESERVE_GATE, -DNO_GRANT_END_RAISE,
  * -DRELAXED_DEKKER, -DNO_PASS_ON (no wake-up chain after a
@@ -220,9 +223,17 @@ byte cancels = CANCEL;
 byte reawaits = REAWAIT;
 byte sent_total = 0;
 bit closed = 0;
+#ifdef ALWAYS_STRICT
+bit gate = 1;        /* the senders' gate: a bit of the tail word */
+#else
 bit gate = 0;        /* the senders' gate: a bit of the tail word */
+#endif
 byte grants = 0;     /* woken senders holding a grant (under lk[SEND]) */
+#ifdef ALWAYS_STRICT
+bit strict = 1;      /* the senders' side is strict (under lk[SEND]) */
+#else
 bit strict = 0;      /* the senders' side is strict (under lk[SEND]) */
+#endif
 byte regrants[NW];   /* per waiter: granted retries in a row that found no room */
 #ifdef PERMIT
 byte reserved = 0;   /* slots held by permits (under lk[SEND]) */
@@ -293,7 +304,9 @@ inline list_at(q, k, out) {
 inline update_flags(q) {
   if
   :: q == SEND ->
+#ifndef ALWAYS_STRICT
      if :: qlen[q] == 0 && fast[q] == 0 && grants == 0 -> strict = 0 :: else -> skip fi;
+#endif
      if
      :: (qlen[q] != 0 || fast[q] != 0) && (strict || grants == 0) ->
 #ifndef NO_GRANT_END_RAISE
