@@ -926,7 +926,7 @@ class Sender {
     attempt.result = channel_->try_push(value);
     bool woken = false;
     bool regrant = false;
-    volt::detail::ChannelWaiter waiter;  // one for every turn: it counts regrants
+    volt::detail::ChannelWaiter waiter;  // shared by every turn: it counts the regrants
     while (attempt.result == detail::RingResult::kNotNow) {
       waiter.waker = volt::detail::current_thread_waker();
       if (!channel_->send_waiters().enqueue(&waiter, &Attempt::recheck, &attempt, regrant)) break;
