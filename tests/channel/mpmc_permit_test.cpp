@@ -314,10 +314,16 @@ INSTANTIATE_TEST_SUITE_P(Flavours, MpmcPermitTest,
 
 // Waits (yielding) until the task recorded in *task is suspended (idle:
 // neither running nor notified), i.e. queued in the operation it awaits.
+// (is_idle alone also holds for a task woken but not yet run.)
 Task<void> until_suspended(std::atomic<detail::TaskHeader*>* task) {
-  while (task->load(std::memory_order_acquire) == nullptr ||
-         !task->load(std::memory_order_acquire)->state.load().is_idle())
+  for (;;) {
+    detail::TaskHeader* header = task->load(std::memory_order_acquire);
+    if (header != nullptr) {
+      const auto state = header->state.load();
+      if (state.is_idle() && !state.is_notified()) co_return;
+    }
     co_await yield_now();
+  }
 }
 
 // rx.recv(), failing (not hanging) if no value comes within kNotHung.
@@ -345,6 +351,21 @@ Task<void> record_and_send(mpmc::Sender<int>* tx, int value,
   task->store(detail::tls_context.current_task, std::memory_order_release);
   SendResult<int> r = co_await tx->send(value);
   EXPECT_TRUE(r);
+}
+
+// reserve_many(2), then sends `first` and `second` through the permits;
+// *reserved is set once both slots are held.
+Task<void> record_and_reserve_two(mpmc::Sender<int>* tx, int first, int second,
+                                  std::atomic<bool>* reserved,
+                                  std::atomic<detail::TaskHeader*>* task) {
+  task->store(detail::tls_context.current_task, std::memory_order_release);
+  Expected<mpmc::PermitIterator<int>> permits = co_await tx->reserve_many(2);
+  EXPECT_TRUE(permits);
+  if (!permits) co_return;
+  EXPECT_EQ(permits->len(), 2u);
+  reserved->store(true, std::memory_order_release);
+  EXPECT_TRUE(permits->send(first));
+  EXPECT_TRUE(permits->send(second));
 }
 
 Task<void> record_and_reserve_send(mpmc::Sender<int>* tx, int value,
@@ -427,16 +448,7 @@ Task<void> barging_is_bounded() {
   EXPECT_TRUE(tx.try_send(1));
   std::atomic<bool> reserved{false};
   std::atomic<detail::TaskHeader*> task{nullptr};
-  JoinHandle<void> many = spawn([](mpmc::Sender<int>* tx, std::atomic<bool>* reserved,
-                                   std::atomic<detail::TaskHeader*>* task) -> Task<void> {
-    task->store(detail::tls_context.current_task, std::memory_order_release);
-    Expected<mpmc::PermitIterator<int>> permits = co_await tx->reserve_many(2);
-    EXPECT_TRUE(permits);
-    if (!permits) co_return;
-    reserved->store(true, std::memory_order_release);
-    EXPECT_TRUE(permits->send(-1));
-    EXPECT_TRUE(permits->send(-2));
-  }(&tx, &reserved, &task));
+  JoinHandle<void> many = spawn(record_and_reserve_two(&tx, -1, -2, &reserved, &task));
   co_await until_suspended(&task);
   int barged = 0;
   int next = 2;
@@ -457,14 +469,8 @@ Task<void> barging_is_bounded() {
       EXPECT_EQ(r.error(), make_error_code(errc::full));
       refused = true;
     }
-    // Let the woken waiter retry (and, on one worker, run at all): wait
-    // until it is suspended and not notified (is_idle alone counts a task
-    // woken but not yet run).
-    while (!refused) {
-      const auto state = task.load(std::memory_order_acquire)->state.load();
-      if (state.is_idle() && !state.is_notified()) break;
-      co_await yield_now();
-    }
+    // Let the woken waiter retry (and, on one worker, run at all).
+    if (!refused) co_await until_suspended(&task);
   }
   EXPECT_TRUE(refused) << "try_send barged " << barged << " times past a waiting reserve_many";
   EXPECT_GE(barged, 1) << "relaxed mode lets a running send take a freed slot";
@@ -490,17 +496,7 @@ Task<void> reserve_many_waits_for_n_slots() {
     EXPECT_TRUE(tx.try_send(i));
   std::atomic<bool> reserved{false};
   std::atomic<detail::TaskHeader*> task{nullptr};
-  JoinHandle<void> many = spawn([](mpmc::Sender<int>* tx, std::atomic<bool>* reserved,
-                                   std::atomic<detail::TaskHeader*>* task) -> Task<void> {
-    task->store(detail::tls_context.current_task, std::memory_order_release);
-    Expected<mpmc::PermitIterator<int>> permits = co_await tx->reserve_many(2);
-    EXPECT_TRUE(permits);
-    if (!permits) co_return;
-    EXPECT_EQ(permits->len(), 2u);
-    reserved->store(true, std::memory_order_release);
-    EXPECT_TRUE(permits->send(10));
-    EXPECT_TRUE(permits->send(11));
-  }(&tx, &reserved, &task));
+  JoinHandle<void> many = spawn(record_and_reserve_two(&tx, 10, 11, &reserved, &task));
   co_await until_suspended(&task);
   EXPECT_EQ(co_await recv_bounded(rx), std::optional<int>(0));
   // One slot free: not enough. Let the task run if it was woken.
