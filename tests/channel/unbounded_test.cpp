@@ -502,7 +502,7 @@ struct StressOutcome {
 };
 
 Task<StressOutcome> stress_receiver(mpsc::UnboundedReceiver<std::uint64_t> rx, std::uint64_t per,
-                                    std::uint32_t seed) {
+                                    std::uint32_t seed, std::atomic<bool>* timed_out_once) {
   std::minstd_rand rng(seed);
   StressOutcome out;
   out.seen.assign(kProducers * per, 0);
@@ -510,13 +510,15 @@ Task<StressOutcome> stress_receiver(mpsc::UnboundedReceiver<std::uint64_t> rx, s
   for (;;) {
     std::optional<std::uint64_t> v;
     // The first receive always runs under timeouts: the producers start
-    // late (see the test), so those fire, whatever the dice say later.
+    // only after one fired (see wait_for_first_timeout), so the cancel path
+    // runs whatever the dice say later.
     const unsigned dice = out.received == 0 ? 1 : rng() % 8;
     if (dice == 0) {
       Expected<std::optional<std::uint64_t>> r =
           co_await timeout(std::chrono::microseconds(rng() % 40), rx.recv());
       if (!r) {
         ++out.timeouts;
+        timed_out_once->store(true, std::memory_order_release);
         continue;  // timed out: took nothing
       }
       v = std::move(*r);
@@ -530,6 +532,7 @@ Task<StressOutcome> stress_receiver(mpsc::UnboundedReceiver<std::uint64_t> rx, s
           break;
         }
         ++out.timeouts;
+        timed_out_once->store(true, std::memory_order_release);
       }
     } else {
       v = co_await rx.recv();
@@ -545,12 +548,27 @@ Task<StressOutcome> stress_receiver(mpsc::UnboundedReceiver<std::uint64_t> rx, s
   co_return out;
 }
 
+// Blocks the test thread until the receiver's first timed wait, made against
+// an empty channel, has timed out: only then may the producers start. A fixed
+// sleep is not enough, since a slow start under a sanitizer can leave the
+// receiver's first wait until after the values arrived.
+void wait_for_first_timeout(const std::atomic<bool>& timed_out_once) {
+  const auto give_up = std::chrono::steady_clock::now() + 60s;  // "not hung" bound only
+  while (!timed_out_once.load(std::memory_order_acquire)) {
+    ASSERT_LT(std::chrono::steady_clock::now(), give_up)
+        << "the first timed receive never timed out";
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
 TEST(UnboundedStress, FourProducersEveryValueExactlyOnceInProducerOrder) {
   Runtime rt = make_runtime(kMultiThread2);
   const std::uint64_t per = scale(100'000);
   auto [tx, rx] = mpsc::unbounded_channel<std::uint64_t>();
-  JoinHandle<StressOutcome> receiver = rt.spawn(stress_receiver(std::move(rx), per, 99));
-  std::this_thread::sleep_for(5ms);  // the receiver waits under timeouts meanwhile
+  std::atomic<bool> timed_out_once{false};
+  JoinHandle<StressOutcome> receiver =
+      rt.spawn(stress_receiver(std::move(rx), per, 99, &timed_out_once));
+  wait_for_first_timeout(timed_out_once);
   std::vector<JoinHandle<void>> producers;
   for (std::uint64_t p = 0; p < kProducers; ++p)
     producers.push_back(rt.spawn(stress_producer(tx, p, per, 7 + static_cast<std::uint32_t>(p))));
@@ -845,8 +863,10 @@ TEST(UnboundedStress, RecvManyAgainstFourProducers) {
   Runtime rt = make_runtime(kMultiThread2);
   const std::uint64_t per = scale(50'000);
   auto [tx, rx] = mpsc::unbounded_channel<std::uint64_t>();
-  JoinHandle<StressOutcome> receiver = rt.spawn(
-      [](mpsc::UnboundedReceiver<std::uint64_t> rx, std::uint64_t per) -> Task<StressOutcome> {
+  std::atomic<bool> timed_out_once{false};
+  JoinHandle<StressOutcome> receiver =
+      rt.spawn([](mpsc::UnboundedReceiver<std::uint64_t> rx, std::uint64_t per,
+                  std::atomic<bool>* timed_out_once) -> Task<StressOutcome> {
         std::minstd_rand rng(5);
         StressOutcome out;
         out.seen.assign(kProducers * per, 0);
@@ -861,6 +881,7 @@ TEST(UnboundedStress, RecvManyAgainstFourProducers) {
                 co_await timeout(std::chrono::microseconds(rng() % 40), rx.recv_many(batch, limit));
             if (!r) {
               ++out.timeouts;
+              timed_out_once->store(true, std::memory_order_release);
               if (!batch.empty()) ++out.order_violations;  // took values and timed out
               continue;
             }
@@ -880,8 +901,8 @@ TEST(UnboundedStress, RecvManyAgainstFourProducers) {
           }
         }
         co_return out;
-      }(std::move(rx), per));
-  std::this_thread::sleep_for(5ms);
+      }(std::move(rx), per, &timed_out_once));
+  wait_for_first_timeout(timed_out_once);
   std::vector<JoinHandle<void>> producers;
   for (std::uint64_t p = 0; p < kProducers; ++p)
     producers.push_back(rt.spawn(stress_producer(tx, p, per, 31 + static_cast<std::uint32_t>(p))));
