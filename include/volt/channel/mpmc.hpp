@@ -1315,7 +1315,14 @@ class Receiver {
     }
     std::optional<T> await_resume() {
       phase_ = kStart;
-      return std::exchange(value_, std::nullopt);
+      // The flag and the value read apart: try_pop has just written them
+      // apart (8 + 1 bytes), and a 16-byte copy of the optional right
+      // after stalls on store forwarding (a tenth of channel_mpmc's time
+      // at 1 worker).
+      if (!value_) return std::nullopt;
+      std::optional<T> out(std::move(*value_));
+      value_.reset();
+      return out;
     }
 
    private:
