@@ -106,8 +106,8 @@
  *   S_retry  include/volt/channel/mpmc.hpp:869  if (!channel_->send_waiters().retry_granted(&recheck, this)) {
  *   S_retry_wake  include/volt/channel/mpmc.hpp:874  channel_->wake_receivers(pushed_);
  *   S_pass_on  include/volt/channel/mpmc.hpp:875  channel_->pass_on_after_woken_send();
- *   R_wake_send  include/volt/channel/mpmc.hpp:1328  if (wake_sender) channel_->send_waiters().wake_one();
- *   R_pass_on  include/volt/channel/mpmc.hpp:1354  if (value_) channel_->pass_on_after_woken_recv();
+ *   R_wake_send  include/volt/channel/mpmc.hpp:1335  if (wake_sender) channel_->send_waiters().wake_one();
+ *   R_pass_on  include/volt/channel/mpmc.hpp:1361  if (value_) channel_->pass_on_after_woken_recv();
  *   C2  include/volt/detail/channel_waiters.hpp:150  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
  *   E_regrant  src/channel/channel_waiters.cpp:19  if (++waiter->regrants >= kStrictAfter) strict_ = true;
  *   E_R1  src/channel/channel_waiters.cpp:30  waiting_.store(true, std::memory_order_seq_cst);

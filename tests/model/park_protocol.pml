@@ -24,7 +24,11 @@
  * readiness event to the driver: the same protocol). Timers are not modelled
  * (TimeDriver::on_release is false), nor shutdown, block_on helpers, the
  * maintenance poll every 128 polls, the LIFO poll cap (3: never reached with
- * these few tasks) or queue overflow.
+ * these few tasks) or queue overflow. Nor one worker alone: there
+ * schedule_local's notification (notify_parked_from_worker) skips the idle
+ * set, since the only worker is the caller and awake, and runs its own
+ * queue before it parks; with the model's two workers the call is
+ * notify_parked() itself.
  *
  * Work: the Pusher pushes PUSHES tasks into the inject queue
  * (schedule_remote); a running task may spawn (SPAWNS in all) into its
@@ -139,7 +143,7 @@
  *   local_in_driver      src/runtime/scheduler/worker.cpp:60  if (queue_.push_back_or_overflow(task, scheduler_.inject())) overflows_.add();
  *   local_lifo           src/runtime/scheduler/worker.cpp:68  TaskHeader* previous = std::exchange(lifo_, task);
  *   local_displaced      src/runtime/scheduler/worker.cpp:70  if (previous && queue_.push_back_or_overflow(previous
- *   local_notify         src/runtime/scheduler/worker.cpp:73  if (notify) scheduler_.notify_parked();
+ *   local_notify         src/runtime/scheduler/worker.cpp:73  if (notify) scheduler_.notify_parked_from_worker();
  *   next_fair_inject     src/runtime/scheduler/worker.cpp:78  if (tick_ % global_interval_ == 0) {
  *   next_lifo            src/runtime/scheduler/worker.cpp:89  return std::exchange(lifo_, nullptr);
  *   next_local           src/runtime/scheduler/worker.cpp:96  if (TaskHeader* task = queue_.pop()) return task;
@@ -162,10 +166,10 @@
  *   park_unpark_self     src/runtime/scheduler/worker.cpp:214  is_searching_ = !idle.unpark_self(index_);
  *   park_share           src/runtime/scheduler/worker.cpp:219  if (queue_.len() > 1 && !scheduler_.is_shutting_down()) scheduler_.notify_parked();
  *   park_hand_off        src/runtime/scheduler/worker.cpp:226  if (hand_off) scheduler_.hand_off_driver(index_);
- *   hand_off_is_parked   src/runtime/scheduler/multi_thread.cpp:168  if (idle_.is_parked(index)) {
- *   hand_off_unpark      src/runtime/scheduler/multi_thread.cpp:169  workers_[index]->parker().unpark(driver());
- *   pending_inject       src/runtime/scheduler/multi_thread.cpp:176  if (!inject_.is_empty()) return true;
- *   pending_stealable    src/runtime/scheduler/multi_thread.cpp:178  if (worker->queue().has_stealable()) return true;
+ *   hand_off_is_parked   src/runtime/scheduler/multi_thread.cpp:184  if (idle_.is_parked(index)) {
+ *   hand_off_unpark      src/runtime/scheduler/multi_thread.cpp:185  workers_[index]->parker().unpark(driver());
+ *   pending_inject       src/runtime/scheduler/multi_thread.cpp:192  if (!inject_.is_empty()) return true;
+ *   pending_stealable    src/runtime/scheduler/multi_thread.cpp:194  if (worker->queue().has_stealable()) return true;
  *   parker_acquire       src/runtime/scheduler/parker.cpp:22  if (driver.try_acquire()) {
  *   parker_on_driver     src/runtime/scheduler/parker.cpp:23  park_on_driver(driver);
  *   parker_release       src/runtime/scheduler/parker.cpp:24  return driver.release();

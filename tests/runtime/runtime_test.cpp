@@ -407,6 +407,51 @@ TEST(RuntimeBuilderTest, ThreadNamesDefaultAndTruncateTo15Bytes) {
   EXPECT_EQ(names, (std::vector<std::string>{"abcdefghijklmno"}));
 }
 
+// ---- waking a sleeping worker for local work ----
+
+// A task that fills its worker's LIFO slot twice pushes the first child into
+// the local queue, which another worker may steal: a parked worker must be
+// woken for it. Here the parent then blocks its worker's thread until the
+// first child has run, so only the other worker can run it; without the
+// wake-up it sleeps on and the parent waits out the bound. (Checks the
+// one-worker shortcut of schedule_local's notification stays one-worker.)
+Task<bool> spawn_two_then_block_until_first_ran(std::atomic<bool>* first_ran) {
+  auto child = [](std::atomic<bool>* flag) -> Task<void> {
+    flag->store(true, std::memory_order_release);
+    co_return;
+  };
+  std::atomic<bool> second_ran{false};
+  JoinHandle<void> first = volt::spawn(child(first_ran));
+  JoinHandle<void> second = volt::spawn(child(&second_ran));  // displaces the first
+  const auto give_up = Clock::now() + 10s;                    // "not hung" bound only
+  while (!first_ran->load(std::memory_order_acquire)) {
+    if (Clock::now() > give_up) co_return false;
+    std::this_thread::yield();
+  }
+  co_await first;
+  co_await second;
+  co_return true;
+}
+
+TEST(MultiThreadWakeTest, LocalWorkPushedToTheQueueWakesASleepingWorker) {
+  Runtime rt = make_runtime(kMultiThread2);
+  for (int round = 0; round < 20; ++round) {
+    std::this_thread::sleep_for(5ms);  // both workers go to sleep
+    std::atomic<bool> first_ran{false};
+    std::atomic<bool> done{false};
+    JoinHandle<bool> parent =
+        rt.spawn([](std::atomic<bool>* first_ran, std::atomic<bool>* done) -> Task<bool> {
+          const bool ok = co_await spawn_two_then_block_until_first_ran(first_ran);
+          done->store(true, std::memory_order_release);
+          co_return ok;
+        }(&first_ran, &done));
+    // Not join(): a thread blocked in join may help run queued work.
+    while (!done.load(std::memory_order_acquire))
+      std::this_thread::sleep_for(1ms);
+    ASSERT_TRUE(parent.join()) << "round " << round << ": the first child never ran";
+  }
+}
+
 // ---- current-thread flavour ----
 
 struct ThreadLog {

@@ -76,6 +76,9 @@ class MultiThreadScheduler final : public RuntimeCore {
   // (a consuming wake) the call takes one of its own, see the definition.
   void schedule_remote(TaskHeader* task, bool caller_holds_reference) noexcept;
   void notify_parked() noexcept;
+  // notify_parked() for a worker's own push (its local queue): with one
+  // worker there is nobody to wake, see the definition.
+  void notify_parked_from_worker() noexcept;
   // True if any queue holds work a searcher could take (the last searcher's
   // re-check before it sleeps).
   bool has_pending_work() const noexcept;
@@ -104,6 +107,9 @@ class MultiThreadScheduler final : public RuntimeCore {
   // A thread that handed its worker off (block_in_place) ended.
   void retired_thread_exited() noexcept;
   void wake_helper() noexcept;
+  // wake_helper() if a thread offers help, nobody searches and the inject
+  // queue holds work (notify_parked() found no sleeper to wake).
+  void offer_to_helper() noexcept;
   // A woken helper's watch: sleeps kStuckAfterNs (or until `task`
   // completes), then true if work is still queued and no worker began a
   // poll meanwhile or went to sleep.

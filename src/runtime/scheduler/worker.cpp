@@ -70,7 +70,7 @@ void Worker::schedule_local(TaskHeader* task, bool is_yield) noexcept {
     if (previous && queue_.push_back_or_overflow(previous, scheduler_.inject())) overflows_.add();
   }
   // Work others could steal appeared: wake a sleeper if nobody is searching.
-  if (notify) scheduler_.notify_parked();
+  if (notify) scheduler_.notify_parked_from_worker();
 }
 
 TaskHeader* Worker::next_task() noexcept {
