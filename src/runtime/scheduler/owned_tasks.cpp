@@ -3,14 +3,14 @@
 namespace volt::detail {
 
 std::uint64_t next_task_id() noexcept {
-  constexpr std::uint64_t kBlock = 256;  // a guess: one shared RMW per 256 spawns
-  // relaxed: ids only need to be unique, not ordered with anything.
+  // relaxed: ids only need to be unique, not ordered with anything. Block 0
+  // is never handed out: id 0 means "no task" (JoinHandle::id).
   static std::atomic<std::uint64_t> next_block{1};
   thread_local std::uint64_t next = 0;
   thread_local std::uint64_t end = 0;
   if (next == end) {
-    next = next_block.fetch_add(kBlock, std::memory_order_relaxed);
-    end = next + kBlock;
+    next = next_block.fetch_add(1, std::memory_order_relaxed) * kIdBlock;
+    end = next + kIdBlock;
   }
   return next++;
 }
