@@ -13,8 +13,9 @@
 // line (and the neighbouring task headers a link or unlink writes) stays in
 // the cache of the core that spawns there. (By id alone, consecutive spawns
 // cycled through every shard, and two workers bounced all 32 lines between
-// them: OwnedTasks::bind and remove were 11% of fork_nqueens at 2 workers.) close() refuses further binds;
-// close_and_shutdown_all() takes every task off and hands it to shutdown_task.
+// them: OwnedTasks::bind and remove were 11% of fork_nqueens at 2 workers.)
+// close() refuses further binds; close_and_shutdown_all() takes every task
+// off and hands it to shutdown_task.
 #pragma once
 
 #include <array>
