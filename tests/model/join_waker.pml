@@ -150,7 +150,7 @@
  *   P2  src/task/harness.cpp:137  task->vtable->dealloc(task);
  *   B   src/task/harness.cpp:147  task->resume.poll();
  *   B   src/task/harness.cpp:103  if (check && !check(context)) return false;
- *   B   include/volt/detail/task_header.hpp:176  task->state.ref_inc();
+ *   B   include/volt/detail/task_header.hpp:196  task->state.ref_inc();
  *   E1  src/task/harness.cpp:153  if (task->root.done()) {
  *   E1  src/task/harness.cpp:155  complete(task, 1);
  *   E2  src/task/harness.cpp:158  switch (task->state.transition_to_idle()) {
@@ -161,12 +161,12 @@
  *   E3  src/task/harness.cpp:162  task->scheduler->schedule_yield(task);
  *   E4  src/task/harness.cpp:165  task->vtable->dealloc(task);
  *   L1  src/task/harness.cpp:45  static_cast<TaskHeader*>(data)->wake_by_val();
- *   L1  include/volt/detail/task_header.hpp:152  switch (state.transition_to_notified_by_val()) {
+ *   L1  include/volt/detail/task_header.hpp:172  switch (state.transition_to_notified_by_val()) {
  *   L1  include/volt/detail/task_state.hpp:209  return (cur | kNotified) - kRefOne;
  *   L1  include/volt/detail/task_state.hpp:212  Word next = cur - kRefOne;
  *   L1  include/volt/detail/task_state.hpp:216  action = ToNotified::kSubmit;
- *   L2  include/volt/detail/task_header.hpp:154  scheduler->schedule(this);
- *   L3  include/volt/detail/task_header.hpp:157  vtable->dealloc(this);
+ *   L2  include/volt/detail/task_header.hpp:174  scheduler->schedule(this);
+ *   L3  include/volt/detail/task_header.hpp:177  vtable->dealloc(this);
  *   T1  src/task/harness.cpp:60  if (task->scheduler->release(task)) ++refs;
  *   T2  src/task/harness.cpp:61  TaskState::Snapshot snapshot = task->state.transition_to_complete();
  *   T2  include/volt/detail/task_state.hpp:186  Word prev = word_.fetch_xor(kRunning | kComplete, std::memory_order_acq_rel);
@@ -214,7 +214,7 @@
  *   G2  src/task/harness.cpp:286  if (dropped.drop_output) task->vtable->drop_output(task);
  *   G3  src/task/harness.cpp:287  if (dropped.drop_waker) task->join_waker.reset();
  *   G4  src/task/harness.cpp:288  task->drop_reference();
- *   G4  include/volt/detail/task_header.hpp:168  if (state.ref_dec()) vtable->dealloc(this);
+ *   G4  include/volt/detail/task_header.hpp:188  if (state.ref_dec()) vtable->dealloc(this);
  *   X   include/volt/detail/task_cell.hpp:72  frame_deallocate(cell, sizeof(TaskCell));
  */
 

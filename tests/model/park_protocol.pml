@@ -122,10 +122,10 @@
  * step of the protocol still runs in one sequence per worker.
  *
  * Step-to-line mapping:
- *   push_inject          src/runtime/scheduler/multi_thread.cpp:136  if (!inject_.push(task)) {
- *   remote_notify        src/runtime/scheduler/multi_thread.cpp:140  notify_parked();
- *   notify_to_notify     src/runtime/scheduler/multi_thread.cpp:146  if (auto index = idle_.worker_to_notify()) {
- *   notify_unpark        src/runtime/scheduler/multi_thread.cpp:147  workers_[*index]->parker().unpark(driver_);
+ *   push_inject          src/runtime/scheduler/multi_thread.cpp:143  if (!inject_.push(task)) {
+ *   remote_notify        src/runtime/scheduler/multi_thread.cpp:147  notify_parked();
+ *   notify_to_notify     src/runtime/scheduler/multi_thread.cpp:153  if (auto index = idle_.worker_to_notify()) {
+ *   notify_unpark        src/runtime/scheduler/multi_thread.cpp:154  workers_[*index]->parker().unpark(driver_);
  *   should_notify        src/runtime/scheduler/idle_set.cpp:19  if (!should_notify(state_.load(std::memory_order_relaxed))) return std::nullopt;
  *   should_notify_lock   src/runtime/scheduler/idle_set.cpp:23  if (!should_notify(state_.load(std::memory_order_seq_cst))) return std::nullopt;
  *   claim_count          src/runtime/scheduler/idle_set.cpp:30  state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
@@ -166,10 +166,10 @@
  *   park_unpark_self     src/runtime/scheduler/worker.cpp:214  is_searching_ = !idle.unpark_self(index_);
  *   park_share           src/runtime/scheduler/worker.cpp:219  if (queue_.len() > 1 && !scheduler_.is_shutting_down()) scheduler_.notify_parked();
  *   park_hand_off        src/runtime/scheduler/worker.cpp:226  if (hand_off) scheduler_.hand_off_driver(index_);
- *   hand_off_is_parked   src/runtime/scheduler/multi_thread.cpp:184  if (idle_.is_parked(index)) {
- *   hand_off_unpark      src/runtime/scheduler/multi_thread.cpp:185  workers_[index]->parker().unpark(driver());
- *   pending_inject       src/runtime/scheduler/multi_thread.cpp:192  if (!inject_.is_empty()) return true;
- *   pending_stealable    src/runtime/scheduler/multi_thread.cpp:194  if (worker->queue().has_stealable()) return true;
+ *   hand_off_is_parked   src/runtime/scheduler/multi_thread.cpp:191  if (idle_.is_parked(index)) {
+ *   hand_off_unpark      src/runtime/scheduler/multi_thread.cpp:192  workers_[index]->parker().unpark(driver());
+ *   pending_inject       src/runtime/scheduler/multi_thread.cpp:199  if (!inject_.is_empty()) return true;
+ *   pending_stealable    src/runtime/scheduler/multi_thread.cpp:201  if (worker->queue().has_stealable()) return true;
  *   parker_acquire       src/runtime/scheduler/parker.cpp:22  if (driver.try_acquire()) {
  *   parker_on_driver     src/runtime/scheduler/parker.cpp:23  park_on_driver(driver);
  *   parker_release       src/runtime/scheduler/parker.cpp:24  return driver.release();

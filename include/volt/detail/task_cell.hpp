@@ -71,7 +71,7 @@ struct TaskCell final : TaskHeader {
     cell->~TaskCell();
     frame_deallocate(cell, sizeof(TaskCell));
     // The cell's reference on its scheduler (taken in spawn); may free it.
-    if (scheduler) scheduler->release_reference();
+    if (scheduler) scheduler->release_for_task();
   }
 
   static constexpr TaskVTable kVTable{&finish, &cancel, &drop_output, &dealloc};

@@ -118,16 +118,36 @@ class Scheduler {
     // relaxed: the caller already holds a reference (the owners' or a task's).
     lifetime_refs_.fetch_add(1, std::memory_order_relaxed);
   }
-  void release_reference() noexcept {
-    // acq_rel: the last holder must see every other holder's accesses before
-    // deleting (the same argument as shared_ptr).
-    if (lifetime_refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
+  void release_reference() noexcept { release_references(1); }
+
+  // A task cell's reference (spawn_on takes it, TaskCell::dealloc drops it).
+  // On a thread that holds credit on this scheduler (a worker thread: see
+  // adopt_task_credit) it comes out of, and goes back into, the thread's
+  // credit: references the thread took in advance, 64 at a time. Otherwise
+  // retain() / release_reference(). (One shared counter RMW per spawn and
+  // per deallocation bounced its line between the workers: 11% of fork_fib
+  // at 2 workers.) src/runtime/scheduler/task_credit.cpp.
+  void retain_for_task() noexcept;
+  void release_for_task() noexcept;
+  // The calling thread keeps credit on `scheduler` from now on, until
+  // return_task_credit() hands what it holds back (a worker thread, at its
+  // start and end). Credit is references: a thread that never returned it
+  // would keep the scheduler allocated, never freed early.
+  static void adopt_task_credit(Scheduler* scheduler) noexcept;
+  static void return_task_credit() noexcept;
 
  protected:
   virtual ~Scheduler() = default;
 
  private:
+  void release_references(std::uint64_t n) noexcept {
+    // acq_rel: the last holder must see every other holder's accesses before
+    // deleting (the same argument as shared_ptr).
+    if (lifetime_refs_.fetch_sub(n, std::memory_order_acq_rel) == n) delete this;
+  }
+  // = 1 (the owners') + a reference per existing task cell + the credit
+  // every thread holds (task_credit.cpp): each term is >= 0, so the count
+  // reaches 0 only when the owners, every cell and every credit are gone.
   std::atomic<std::uint64_t> lifetime_refs_{1};
 };
 

@@ -109,7 +109,7 @@ template <class T>
 JoinHandle<T> spawn_on(Scheduler* scheduler, Task<T>&& task) {
   if (!task) throw Error(errc::invalid_handle, "spawning an empty Task");
   TaskHeader* header = TaskCell<T>::create(std::move(task));
-  scheduler->retain();  // the cell's reference, dropped at its deallocation
+  scheduler->retain_for_task();  // the cell's reference, dropped at its deallocation
   header->scheduler = scheduler;
   scheduler->spawn(header);
   return JoinHandle<T>(header);

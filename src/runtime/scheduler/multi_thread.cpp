@@ -36,6 +36,9 @@ std::thread MultiThreadScheduler::make_worker_thread(Worker* worker, std::uint32
     std::string name = config_.thread_name + "-" + std::to_string(index);
     if (name.size() > 15) name.resize(15);  // the kernel's limit
     ::pthread_setname_np(::pthread_self(), name.c_str());
+    // Task references in advance (task_credit.cpp): this thread's spawns
+    // and deallocations then take no RMW on the shared lifetime count.
+    Scheduler::adopt_task_credit(this);
     if (config_.on_thread_start) config_.on_thread_start();
     const bool kept_worker = worker->run();
     if (config_.on_thread_stop) config_.on_thread_stop();
@@ -44,6 +47,10 @@ std::thread MultiThreadScheduler::make_worker_thread(Worker* worker, std::uint32
     } else {
       retired_thread_exited();  // block_in_place: another thread runs the worker
     }
+    // Before `core`: what the thread holds goes back while the owners'
+    // reference is still there (a cell freed later on this thread, by a
+    // thread-local's destructor, releases its reference the shared way).
+    Scheduler::return_task_credit();
     // `core` may be the last reference: it goes when this lambda returns.
   });
 }
