@@ -34,6 +34,7 @@ constexpr const char* kUsage =
     "\n"
     "  --workers N        worker threads of the multi-thread runtime (default: number of CPUs)\n"
     "  --filter SUBSTR    run only the benchmarks whose name contains SUBSTR\n"
+    "                     (=NAME: only the benchmark called NAME)\n"
     "  --iters N          timed iterations (default 10)\n"
     "  --warmup N         untimed warm-up iterations (default 5)\n"
     "  --quick            iters 3, warmup 1, ops divided by 10 (smoke runs);\n"
@@ -273,7 +274,11 @@ int run(int argc, char** argv) {
                config.workers, config.iters, config.warmup, config.quick ? ", quick" : "");
   for (TierFn tier : kTiers) {
     for (const Bench& bench : tier()) {
-      if (bench.name.find(config.filter) == std::string_view::npos) continue;
+      const std::string_view filter = config.filter;
+      const bool exact = filter.starts_with('=');
+      if (exact ? bench.name != filter.substr(1)
+                : bench.name.find(filter) == std::string_view::npos)
+        continue;
       std::fprintf(stderr, "%-24.*s", static_cast<int>(bench.name.size()), bench.name.data());
       auto started = std::chrono::steady_clock::now();
       Record record =

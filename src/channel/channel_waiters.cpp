@@ -14,23 +14,22 @@ bool ChannelWaiters::enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void
   lock_.lock();
   if (regrant) {
     --granted_;
-    // A granted retry that found no room: kStrictAfter in a row and barging
-    // stops until nobody waits (see the top of channel_waiters.hpp).
-    if (++waiter->regrants >= kStrictAfter) strict_ = true;
-  } else {
-    waiter->regrants = 0;
+    // A granted retry that found no room: kStrictAfter in a row make this
+    // waiter starving, and barging stops until its turn ends (see the top
+    // of channel_waiters.hpp).
+    if (++waiter->regrants == kStrictAfter) ++starving_;
   }
   const bool gated = gate_word_ != nullptr;
   // Relaxed mode with a grant outstanding: the flag stays down (coalesced
   // wake-ups); the grant's end raises it and looks for room, after this
   // registration (both under the lock).
-  if (!gated || strict_ || granted_ == 0) {
+  if (!gated || strict() || granted_ == 0) {
     // seq_cst: R1 of the Dekker pair; the re-check's seq_cst loads (R2)
     // come after it in the single total order.
     waiting_.store(true, std::memory_order_seq_cst);
   }
   bool oldest = true;
-  if (gated && (strict_ || reserves)) {
+  if (gated && (strict() || reserves)) {
     // seq_cst: ordered against every claim of the tail word (a RMW on the
     // same word: a try_send's CAS either precedes it or fails), and before
     // the re-check's loads like R1. A reservation needs it in either mode:
@@ -42,12 +41,13 @@ bool ChannelWaiters::enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void
     // run (it takes this lock after marking the word; the fetch_or above
     // follows its mark in the word's modification order), no grant will
     // come, and the re-check reports closed.
-    if (strict_) {
+    if (strict()) {
       oldest = regrant || (word & closed_bit_) ||
                (granted_ == 0 && list_.empty() && fast_.load(std::memory_order_relaxed) == nullptr);
     }
   }
   if (oldest && recheck(context)) {
+    if (gated) end_turn(waiter);
     update_flags();
     lock_.unlock();
     return false;
@@ -114,9 +114,10 @@ void ChannelWaiters::wake_one_slow() noexcept {
   waker.wake();
 }
 
-void ChannelWaiters::drop_grant() noexcept {
+void ChannelWaiters::drop_grant(ChannelWaiter* gone) noexcept {
   lock_.lock();
   --granted_;
+  end_turn(gone);
   ChannelWaiter* waiter = pop_oldest();
   if (waiter != nullptr) ++granted_;
   update_flags();
@@ -139,6 +140,7 @@ void ChannelWaiters::cancel(ChannelWaiter* waiter) noexcept {
         list_.remove(waiter)) {
       waiter->state.store(ChannelWaiter::kIdle, std::memory_order_relaxed);
       waiter->waker = Waker();
+      if (gate_word_ != nullptr) end_turn(waiter);
       update_flags();
       lock_.unlock();
       return;
@@ -159,7 +161,7 @@ void ChannelWaiters::cancel(ChannelWaiter* waiter) noexcept {
   // Woken but never retried: pass the wake-up (gated: the grant) on.
   waiter->state.store(ChannelWaiter::kIdle, std::memory_order_relaxed);
   if (gate_word_ != nullptr) {
-    drop_grant();
+    drop_grant(waiter);
   } else {
     wake_one();
   }
@@ -192,7 +194,7 @@ bool ChannelWaiters::attempt_behind_gate(bool (*attempt)(void*), void* context) 
   // or fails its CAS), and before the attempt's seq_cst loads.
   const std::uint64_t word = gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
   const bool may =
-      !strict_ || (word & closed_bit_) ||
+      !strict() || (word & closed_bit_) ||
       (granted_ == 0 && list_.empty() && fast_.load(std::memory_order_relaxed) == nullptr);
   const bool done = may && attempt(context);
   update_flags();
@@ -200,12 +202,16 @@ bool ChannelWaiters::attempt_behind_gate(bool (*attempt)(void*), void* context) 
   return done;
 }
 
-bool ChannelWaiters::retry_granted(bool (*attempt)(void*), void* context, bool reserves) noexcept {
+bool ChannelWaiters::retry_granted(ChannelWaiter* waiter, bool (*attempt)(void*), void* context,
+                                   bool reserves) noexcept {
   lock_.lock();
   // seq_cst: as in enqueue (a reservation behind the gate).
   if (reserves) gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
   const bool done = attempt(context);
-  if (done) --granted_;
+  if (done) {
+    --granted_;
+    end_turn(waiter);
+  }
   update_flags();
   lock_.unlock();
   return done;
@@ -236,8 +242,7 @@ void ChannelWaiters::release_reserved(std::uint64_t n) noexcept {
 
 void ChannelWaiters::update_flags() noexcept {
   const bool queued = !list_.empty() || fast_.load(std::memory_order_relaxed) != nullptr;
-  if (!queued && granted_ == 0) strict_ = false;
-  if (queued && (gate_word_ == nullptr || strict_ || granted_ == 0)) {
+  if (queued && (gate_word_ == nullptr || strict() || granted_ == 0)) {
     // Raised only where the last grant ended with waiters queued (otherwise
     // already up: see the invariant at the top). seq_cst: R1 of the pass-on
     // that the caller runs after the lock (its room check is R2).
@@ -248,7 +253,7 @@ void ChannelWaiters::update_flags() noexcept {
     // one.
     waiting_.store(false, std::memory_order_relaxed);
   }
-  if (gate_word_ == nullptr || strict_ || reserved_.load(std::memory_order_relaxed) != 0) return;
+  if (gate_word_ == nullptr || strict() || reserved_.load(std::memory_order_relaxed) != 0) return;
   // relaxed: the bit only gates claims; a push that then claims reads the
   // slot's stamp with its own seq_cst load, which orders what it needs, and
   // every set of the bit is made under lock_ after this. The load first:

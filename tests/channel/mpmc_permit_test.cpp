@@ -489,6 +489,70 @@ TEST_P(MpmcPermitTest, BargingSendsTurnTheSendersStrictForAStarvedReserveMany) {
   rt.block_on(barging_is_bounded());
 }
 
+// Strict mode lasts for the starved waiter's turn only: once the
+// reserve_many that turned the senders' side strict is served, barging
+// resumes although another sender still waits behind it. (The side used to
+// stay strict until nobody waited, which a ring kept full by running senders
+// never reaches: channel_mpmc at 2 workers then stayed strict for good, a
+// grant and a task switch per value.) The barge after the starved turn is
+// asserted on the current-thread runtime only, where the woken send cannot
+// run (and take the freed slot itself) before this task's try_send; on every
+// flavour each value sent arrives exactly once.
+Task<void> strict_mode_ends_with_the_starved_turn(bool current_thread) {
+  auto [tx, rx] = mpmc::channel<int>(2);
+  EXPECT_TRUE(tx.try_send(0));
+  EXPECT_TRUE(tx.try_send(1));
+  std::vector<int> sent{0, 1, -1, -2, 100};
+  std::vector<int> received;
+  std::atomic<bool> reserved{false};
+  std::atomic<detail::TaskHeader*> starved{nullptr};
+  std::atomic<detail::TaskHeader*> behind{nullptr};
+  JoinHandle<void> many = spawn(record_and_reserve_two(&tx, -1, -2, &reserved, &starved));
+  co_await until_suspended(&starved);
+  JoinHandle<void> send = spawn(record_and_send(&tx, 100, &behind));
+  co_await until_suspended(&behind);
+  // Barge until the side turns strict (as in barging_is_bounded).
+  int next = 2;
+  bool refused = false;
+  for (int round = 0; round < 50 && !refused; ++round) {
+    received.push_back(*co_await recv_bounded(rx));
+    if (tx.try_send(next)) {
+      sent.push_back(next++);
+    } else {
+      refused = true;
+    }
+    if (!refused) co_await until_suspended(&starved);
+  }
+  EXPECT_TRUE(refused) << "the side never turned strict";
+  // Strict: the freed slots go to the starved reserve_many, which needs the
+  // whole ring: the last value taken here frees it.
+  received.push_back(*co_await recv_bounded(rx));
+  EXPECT_TRUE(co_await finishes(many));
+  EXPECT_TRUE(reserved.load(std::memory_order_acquire));
+  if (current_thread) {
+    // The ring holds the reserve_many's two values; the send still waits.
+    EXPECT_FALSE(send.is_finished());
+  }
+  received.push_back(*co_await recv_bounded(rx));  // frees a slot, wakes the send
+  SendResult<int> barged = tx.try_send(777);
+  if (barged) sent.push_back(777);
+  if (current_thread) {
+    EXPECT_TRUE(barged) << "the side stayed strict after the starved reserve_many was served";
+  }
+  while (received.size() < sent.size())
+    received.push_back(*co_await recv_bounded(rx));
+  EXPECT_TRUE(co_await finishes(send));
+  EXPECT_EQ(rx.try_recv().error(), make_error_code(errc::empty));
+  std::sort(sent.begin(), sent.end());
+  std::sort(received.begin(), received.end());
+  EXPECT_EQ(received, sent) << "a value was lost or delivered twice";
+}
+
+TEST_P(MpmcPermitTest, StrictModeEndsWhenTheStarvedWaiterIsServedNotWhenNobodyWaits) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on(strict_mode_ends_with_the_starved_turn(GetParam().current_thread));
+}
+
 // reserve_many(2) on a full channel of 3 waits until two slots are free.
 Task<void> reserve_many_waits_for_n_slots() {
   auto [tx, rx] = mpmc::channel<int>(3);

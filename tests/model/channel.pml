@@ -49,8 +49,15 @@
  * bit of the tail word is set and an ungranted push reports full, the flag
  * goes with the queue, a registrant re-checks only when it is the oldest
  * (nobody queued, no grant) or the channel is closed (the gate's fetch_or
- * returns the mark); strict mode ends, and the gate clears unless slots are
- * reserved, when nobody waits and no grant is outstanding. One destroyed
+ * returns the mark); that waiter is starving, and strict mode ends, and
+ * the gate clears unless slots are reserved, when no waiter is starving any
+ * more: a starving waiter's turn ends when its granted retry or re-check
+ * completes or it is withdrawn (end_turn; asserted: a starving waiter is
+ * always queued or holds a grant, and a fresh registration's count is 0).
+ * (Strict mode used to end only when nobody waited and no grant was
+ * outstanding, which a ring kept full never reached.) Negative control
+ * NO_RETRY_END_TURN: a served retry does not end the turn (the side would
+ * stay strict for good; the assertions catch the stale count). One destroyed
  * holding a grant passes it on (drop_grant). Asserted in try_push: an
  * ungranted claim happens only while the side is relaxed and nothing is
  * reserved. Negative control NO_GRANT_END_RAISE: the end of the last grant
@@ -100,51 +107,55 @@
  *   pass_recv  include/volt/channel/mpmc.hpp:490  if (value_at_head()) recv_waiters_.wake_one();
  *   pass_send  include/volt/channel/mpmc.hpp:493  if (room_at_tail()) send_waiters_.wake_one();
  *   wake_all_closing  include/volt/channel/mpmc.hpp:498  if (pushed == RingResult::kDoneClosing) {
- *   S_drop_grant  include/volt/channel/mpmc.hpp:761  channel_->send_waiters().drop_grant();
+ *   S_drop_grant  include/volt/channel/mpmc.hpp:761  channel_->send_waiters().drop_grant(&waiter_);
  *   S_wake_recv  include/volt/channel/mpmc.hpp:830  if (wake_receiver) channel_->wake_receivers(pushed);
  *   S_regrant  include/volt/channel/mpmc.hpp:845  const bool regrant = std::exchange(holds_grant_, false);
- *   S_retry  include/volt/channel/mpmc.hpp:869  if (!channel_->send_waiters().retry_granted(&recheck, this)) {
+ *   S_retry  include/volt/channel/mpmc.hpp:869  if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this)) {
  *   S_retry_wake  include/volt/channel/mpmc.hpp:874  channel_->wake_receivers(pushed_);
  *   S_pass_on  include/volt/channel/mpmc.hpp:875  channel_->pass_on_after_woken_send();
  *   R_wake_send  include/volt/channel/mpmc.hpp:1335  if (wake_sender) channel_->send_waiters().wake_one();
  *   R_pass_on  include/volt/channel/mpmc.hpp:1361  if (value_) channel_->pass_on_after_woken_recv();
- *   C2  include/volt/detail/channel_waiters.hpp:150  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
- *   E_regrant  src/channel/channel_waiters.cpp:19  if (++waiter->regrants >= kStrictAfter) strict_ = true;
- *   E_R1  src/channel/channel_waiters.cpp:30  waiting_.store(true, std::memory_order_seq_cst);
- *   E_gate  src/channel/channel_waiters.cpp:38  const std::uint64_t word = gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
- *   E_oldest  src/channel/channel_waiters.cpp:46  oldest = regrant || (word & closed_bit_) ||
- *   E_R2  src/channel/channel_waiters.cpp:50  if (oldest && recheck(context)) {
+ *   C2  include/volt/detail/channel_waiters.hpp:158  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
+ *   E_regrant  src/channel/channel_waiters.cpp:20  if (++waiter->regrants == kStrictAfter) ++starving_;
+ *   E_R1  src/channel/channel_waiters.cpp:29  waiting_.store(true, std::memory_order_seq_cst);
+ *   E_gate  src/channel/channel_waiters.cpp:37  const std::uint64_t word = gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
+ *   E_oldest  src/channel/channel_waiters.cpp:45  oldest = regrant || (word & closed_bit_) ||
+ *   E_R2  src/channel/channel_waiters.cpp:49  if (oldest && recheck(context)) {
  *   E_fast  src/channel/channel_waiters.cpp:61  fast_.compare_exchange_strong(empty, waiter, std::memory_order_release,
  *   E_front  src/channel/channel_waiters.cpp:69  list_.push_front(waiter);
  *   E_back  src/channel/channel_waiters.cpp:71  list_.push_back(waiter);
  *   W_lockfree  src/channel/channel_waiters.cpp:90  if (gate_word_ == nullptr) waiter = fast_.exchange(nullptr, std::memory_order_acquire);
  *   W_grant  src/channel/channel_waiters.cpp:96  if (waiter != nullptr && gate_word_ != nullptr) ++granted_;
- *   retry_done  src/channel/channel_waiters.cpp:208  if (done) --granted_;
- *   drop_grant  src/channel/channel_waiters.cpp:121  if (waiter != nullptr) ++granted_;
- *   X_cancel_fast  src/channel/channel_waiters.cpp:138  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed) ||
- *   X_wait_waker  src/channel/channel_waiters.cpp:154  while (waiter->state.load(std::memory_order_acquire) != ChannelWaiter::kNotified)
- *   X_pass  src/channel/channel_waiters.cpp:162  drop_grant();
- *   A_grant  src/channel/channel_waiters.cpp:175  if (gate_word_ != nullptr) ++granted_;
- *   clear_flag  src/channel/channel_waiters.cpp:249  waiting_.store(false, std::memory_order_relaxed);
- *   gate_reserved  src/channel/channel_waiters.cpp:251  if (gate_word_ == nullptr || strict_ || reserved_.load(std::memory_order_relaxed) != 0) return;
- *   clear_gate  src/channel/channel_waiters.cpp:258  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
+ *   retry_done  src/channel/channel_waiters.cpp:211  if (done) {
+ *   drop_grant  src/channel/channel_waiters.cpp:122  if (waiter != nullptr) ++granted_;
+ *   X_cancel_fast  src/channel/channel_waiters.cpp:139  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed) ||
+ *   X_wait_waker  src/channel/channel_waiters.cpp:156  while (waiter->state.load(std::memory_order_acquire) != ChannelWaiter::kNotified)
+ *   X_pass  src/channel/channel_waiters.cpp:164  drop_grant(waiter);
+ *   A_grant  src/channel/channel_waiters.cpp:177  if (gate_word_ != nullptr) ++granted_;
+ *   clear_flag  src/channel/channel_waiters.cpp:254  waiting_.store(false, std::memory_order_relaxed);
+ *   gate_reserved  src/channel/channel_waiters.cpp:256  if (gate_word_ == nullptr || strict() || reserved_.load(std::memory_order_relaxed) != 0) return;
+ *   clear_gate  src/channel/channel_waiters.cpp:263  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
  *   K_account  include/volt/channel/mpmc.hpp:197  if (reserved != 0 && !room_for(tail, reserved + 1)) return RingResult::kNotNow;
  *   K_room  include/volt/channel/mpmc.hpp:358  if (stamp + one_lap_ != stamp_free + 1) return false;
  *   K_reserve  include/volt/channel/mpmc.hpp:339  send_waiters_.add_reserved_locked(n);
  *   K_push_spin  include/volt/channel/mpmc.hpp:273  if (stamp + one_lap_ == tail + 1) backoff.once();
  *   K_used  include/volt/channel/mpmc.hpp:283  send_waiters_.release_reserved(1);
- *   K_oldest  src/channel/channel_waiters.cpp:195  !strict_ || (word & closed_bit_) ||
- *   K_release  src/channel/channel_waiters.cpp:217  reserved_.store(reserved_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
- *   E_R1_cond  src/channel/channel_waiters.cpp:27  if (!gated || strict_ || granted_ == 0) {
- *   E_gate_when  src/channel/channel_waiters.cpp:33  if (gated && (strict_ || reserves)) {
+ *   K_oldest  src/channel/channel_waiters.cpp:197  !strict() || (word & closed_bit_) ||
+ *   K_release  src/channel/channel_waiters.cpp:223  reserved_.store(reserved_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+ *   E_R1_cond  src/channel/channel_waiters.cpp:26  if (!gated || strict() || granted_ == 0) {
+ *   E_gate_when  src/channel/channel_waiters.cpp:32  if (gated && (strict() || reserves)) {
  *   E_flags  src/channel/channel_waiters.cpp:74  update_flags();  // the gate, if a reservation's re-check set it for nothing
- *   retry_gate  src/channel/channel_waiters.cpp:206  if (reserves) gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
- *   F_strict_end  src/channel/channel_waiters.cpp:239  if (!queued && granted_ == 0) strict_ = false;
- *   F_want  src/channel/channel_waiters.cpp:240  if (queued && (gate_word_ == nullptr || strict_ || granted_ == 0)) {
- *   F_raise  src/channel/channel_waiters.cpp:244  if (!waiting_.load(std::memory_order_relaxed)) waiting_.store(true, std::memory_order_seq_cst);
+ *   retry_gate  src/channel/channel_waiters.cpp:209  if (reserves) gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
+ *   T_end_turn  include/volt/detail/channel_waiters.hpp:250  if (waiter->regrants >= kStrictAfter) --starving_;
+ *   E_end_turn  src/channel/channel_waiters.cpp:50  if (gated) end_turn(waiter);
+ *   retry_end_turn  src/channel/channel_waiters.cpp:213  end_turn(waiter);
+ *   X_end_turn  src/channel/channel_waiters.cpp:143  if (gate_word_ != nullptr) end_turn(waiter);
+ *   drop_end_turn  src/channel/channel_waiters.cpp:120  end_turn(gone);
+ *   F_want  src/channel/channel_waiters.cpp:245  if (queued && (gate_word_ == nullptr || strict() || granted_ == 0)) {
+ *   F_raise  src/channel/channel_waiters.cpp:249  if (!waiting_.load(std::memory_order_relaxed)) waiting_.store(true, std::memory_order_seq_cst);
  *   S_regrant_pass  include/volt/channel/mpmc.hpp:855  if (regrant) channel_->pass_on_after_woken_send();
  *   K_regrant_pass  include/volt/channel/mpmc.hpp:1112  if (regrant && phase_ == kReserved) channel_->pass_on_after_woken_send();
- *   K_retry_gate  include/volt/channel/mpmc.hpp:1124  if (!channel_->send_waiters().retry_granted(&recheck, this, true)) {
+ *   K_retry_gate  include/volt/channel/mpmc.hpp:1124  if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this, true)) {
  *
  * Not modelled: the value
  * itself (only positions), the waker (a woken task re-polls and runs the
@@ -173,7 +184,7 @@
  * -DRELAXED_DEKKER, -DNO_PASS_ON (no wake-up chain after a
  * woken success), -DNO_PASS_CANCEL (a cancelled woken waiter drops its
  * wake-up), -DNO_CLOSING_WAKE_ALL, -DNO_CLOSED_BEHIND_READ,
- * -DNO_CLOSED_RECHECK (see above).
+ * -DNO_CLOSED_RECHECK, -DNO_RETRY_END_TURN (see above).
  */
 
 #ifndef CAP
@@ -235,6 +246,8 @@ bit strict = 1;      /* the senders' side is strict (under lk[SEND]) */
 bit strict = 0;      /* the senders' side is strict (under lk[SEND]) */
 #endif
 byte regrants[NW];   /* per waiter: granted retries in a row that found no room */
+byte starving = 0;   /* waiters whose regrants reached STRICT_AFTER and whose
+                        turn has not ended (under lk[SEND]); strict while > 0 */
 #ifdef PERMIT
 byte reserved = 0;   /* slots held by permits (under lk[SEND]) */
 byte drops = PERMIT; /* permits the permit user may drop unused */
@@ -304,9 +317,8 @@ inline list_at(q, k, out) {
 inline update_flags(q) {
   if
   :: q == SEND ->
-#ifndef ALWAYS_STRICT
-     if :: qlen[q] == 0 && fast[q] == 0 && grants == 0 -> strict = 0 :: else -> skip fi;
-#endif
+     /* a starving waiter is queued or holds a grant (end_turn's claim) */
+     assert(qlen[q] != 0 || fast[q] != 0 || grants != 0 || starving == 0);
      if
      :: (qlen[q] != 0 || fast[q] != 0) && (strict || grants == 0) ->
 #ifndef NO_GRANT_END_RAISE
@@ -523,10 +535,28 @@ inline wake_receivers(res, seen) {
 #define SEEN(q) flag[q]
 #endif
 
+/* ChannelWaiters::end_turn, lk[SEND] held: the sender's turn is over
+ * (served or withdrawn); if it was starving, one fewer is, and the side is
+ * relaxed again once none is. */
+inline end_turn(me) {
+  if
+  :: regrants[me] >= STRICT_AFTER ->
+     starving--;
+#ifndef ALWAYS_STRICT
+     if :: starving == 0 -> strict = 0 :: else -> skip fi
+#else
+     skip
+#endif
+  :: else -> skip
+  fi;
+  regrants[me] = 0
+}
+
 /* ChannelWaiters::drop_grant: a woken sender gives its grant up unused. */
-inline drop_grant() {
+inline drop_grant(me) {
   lock(SEND);
   grants--;
+  end_turn(me);
   pop_oldest(SEND);
   if :: w != 0 -> grants++; state[w] = NOTIFIED :: else -> skip fi;
   update_flags(SEND);
@@ -547,8 +577,11 @@ inline enqueue(q, me, queued, regrant, rsv) {
   if
   :: q == SEND && regrant ->
      grants--; regrants[me]++;
-     if :: regrants[me] >= STRICT_AFTER -> atomic { strict = 1; gate = 1 } :: else -> skip fi
-  :: q == SEND && !regrant -> regrants[me] = 0
+     if
+     :: regrants[me] == STRICT_AFTER -> atomic { starving++; strict = 1; gate = 1 }
+     :: else -> skip
+     fi
+  :: q == SEND && !regrant -> assert(regrants[me] == 0)  /* every turn ended in end_turn */
   :: else -> skip
   fi;
   if
@@ -593,7 +626,9 @@ inline enqueue(q, me, queued, regrant, rsv) {
      c = 0; g = 0
   fi;
   if
-  :: res != NOTNOW -> update_flags(q); unlock(q); queued = 0
+  :: res != NOTNOW ->
+     if :: q == SEND -> end_turn(me) :: else -> skip fi;
+     update_flags(q); unlock(q); queued = 0
   :: else ->
      state[me] = QUEUED;
      if
@@ -628,9 +663,14 @@ inline cancel(q, me) {
        fi
      };
      if
-     :: claimed -> claimed = 0; state[me] = IDLE; update_flags(q); unlock(q)
+     :: claimed ->
+        claimed = 0; state[me] = IDLE;
+        if :: q == SEND -> end_turn(me) :: else -> skip fi;
+        update_flags(q); unlock(q)
      :: !claimed && k < qlen[q] ->
-        list_remove_at(q, k); state[me] = IDLE; update_flags(q); unlock(q)
+        list_remove_at(q, k); state[me] = IDLE;
+        if :: q == SEND -> end_turn(me) :: else -> skip fi;
+        update_flags(q); unlock(q)
      :: !claimed && k >= qlen[q] ->
         /* a waker took it from the fast slot and has not published yet
          * (receivers only: the senders' waker holds the lock) */
@@ -639,7 +679,7 @@ inline cancel(q, me) {
         state[me] = IDLE;
 #ifndef NO_PASS_CANCEL
         if
-        :: q == SEND -> drop_grant()
+        :: q == SEND -> drop_grant(me)
         :: else -> wake_one(q, flag[q])
         fi
 #endif
@@ -649,11 +689,11 @@ inline cancel(q, me) {
      state[me] = IDLE;
 #ifndef NO_PASS_CANCEL
      if
-     :: q == SEND -> drop_grant()                  /* the grant passes on */
+     :: q == SEND -> drop_grant(me)                /* the grant passes on */
      :: else -> wake_one(q, flag[q])               /* woken, never retried: pass it on */
      fi
 #else
-     if :: q == SEND -> lock(q); grants--; update_flags(q); unlock(q) :: else -> skip fi
+     if :: q == SEND -> lock(q); grants--; end_turn(me); update_flags(q); unlock(q) :: else -> skip fi
 #endif
   fi;
   w = 0; k = 0
@@ -677,7 +717,11 @@ proctype producer(byte me) {
      :: woken ->                                   /* retry_granted: under the lock, */
         lock(SEND);                                /* ending the grant if it completes */
         try_push(res, 1);
+#ifndef NO_RETRY_END_TURN
+        if :: res != NOTNOW -> grants--; end_turn(me) :: else -> skip fi;
+#else
         if :: res != NOTNOW -> grants-- :: else -> skip fi;
+#endif
         update_flags(SEND);
         unlock(SEND)
      :: else -> try_push(res, 0)
@@ -700,7 +744,7 @@ proctype producer(byte me) {
         regrant = woken; woken = 0;
         if
         :: regrant && cancels > 0 ->               /* destroyed holding the grant */
-           atomic { cancels-- }; drop_grant(); regrant = 0
+           atomic { cancels-- }; drop_grant(me); regrant = 0
         :: true ->
            enqueue(SEND, me, queued, regrant, 0);
            if
@@ -826,7 +870,7 @@ proctype permit_user(byte me) {
            gate = 1;
 #endif
            reserve_locked(res);
-           if :: res != NOTNOW -> grants-- :: else -> regrant = 1 fi;
+           if :: res != NOTNOW -> grants--; end_turn(me) :: else -> regrant = 1 fi;
            update_flags(SEND);
            unlock(SEND);
 #ifndef NO_PASS_ON

@@ -758,7 +758,7 @@ class Sender {
       } else if (holds_grant_) {
         // Woken with a grant, its push found no room yet, and it was not
         // queued again: the grant passes on.
-        channel_->send_waiters().drop_grant();
+        channel_->send_waiters().drop_grant(&waiter_);
       }
     }
 
@@ -805,7 +805,7 @@ class Sender {
       if (phase_ == kQueued) {
         channel_->send_waiters().cancel(&waiter_);
       } else if (holds_grant_) {
-        channel_->send_waiters().drop_grant();
+        channel_->send_waiters().drop_grant(&waiter_);
       }
       holds_grant_ = false;
       const Phase phase = std::exchange(phase_, kStart);
@@ -866,7 +866,7 @@ class Sender {
       // The granted push runs under the senders' lock (ordered against
       // reservations, see channel_waiters.hpp), which ends the grant if the
       // push completed; the receivers are woken after the lock.
-      if (!channel_->send_waiters().retry_granted(&recheck, this)) {
+      if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this)) {
         holds_grant_ = true;  // re-queued at the front by enqueue()
         return false;
       }
@@ -934,7 +934,7 @@ class Sender {
         volt::detail::park_current_thread();
       woken = true;
       // The granted retry, under the senders' lock (see Send).
-      if (channel_->send_waiters().retry_granted(&Attempt::recheck, &attempt)) break;
+      if (channel_->send_waiters().retry_granted(&waiter, &Attempt::recheck, &attempt)) break;
       regrant = true;  // no room yet: back to the front, keeping the turn
     }
     if (attempt.result == detail::RingResult::kClosed)
@@ -1036,7 +1036,7 @@ class Sender {
       if (phase_ == kQueued) {
         channel_->send_waiters().cancel(&waiter_);
       } else if (holds_grant_) {
-        channel_->send_waiters().drop_grant();
+        channel_->send_waiters().drop_grant(&waiter_);
       } else if (phase_ == kReserved && n_ != 0) {
         channel_->send_waiters().release_reserved(n_);  // reserved, never resumed
       }
@@ -1121,7 +1121,7 @@ class Sender {
     bool retry_if_notified() noexcept {
       if (!waiter_.notified()) return false;
       waiter_.state.store(volt::detail::ChannelWaiter::kIdle, std::memory_order_relaxed);
-      if (!channel_->send_waiters().retry_granted(&recheck, this, true)) {
+      if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this, true)) {
         holds_grant_ = true;  // re-queued at the front by enqueue()
         return false;
       }

@@ -61,8 +61,15 @@
 // Strict (no barging, as Tokio's semaphore): entered when a woken sender's
 // granted retry has found no room kStrictAfter times in a row (running
 // senders took every slot freed for it; a reserve_many waiting for n slots
-// would otherwise wait as long as single sends keep coming), and left when
-// nobody waits and no grant is outstanding. While strict, a gate bit is set
+// would otherwise wait as long as single sends keep coming): that waiter is
+// starving. Left when no waiter is starving any more: a starving waiter's
+// turn ends when it is served (its granted retry or re-check completes) or
+// withdrawn (cancel, drop_grant), which end_turn() counts. (Until 2026-11
+// strict mode lasted until nobody waited and no grant was outstanding; on a
+// ring kept full by senders on two cores that never came, and channel_mpmc
+// at 2 workers ran 1 time in 3 in strict mode for good: a grant, a task
+// switch and two lock hand-offs per value, 120-660 ns a value against
+// 63-70 ns.) While strict, a gate bit is set
 // in the ring's tail word, and a push that is not granted (try_send, a
 // first attempt) fails with "full" (its claiming CAS reads the tail word, so
 // the bit and the claim are one atomic decision); every freed slot is
@@ -130,7 +137,8 @@ struct ChannelWaiter : IntrusiveLink {
   enum : std::uint32_t { kIdle = 0, kQueued = 1, kNotified = 2 };
   std::atomic<std::uint32_t> state{kIdle};
   // Gated: how many granted retries in a row found no room (under lock_;
-  // kStrictAfter of them make the side strict, see the top).
+  // kStrictAfter of them make this waiter starving and the side strict
+  // until its turn ends, see the top).
   std::uint32_t regrants = 0;
   Waker waker;
   // acquire: pairs with the waker's release store of kNotified.
@@ -166,9 +174,9 @@ class ChannelWaiters {
   bool enqueue(ChannelWaiter* waiter, bool (*recheck)(void*), void* context, bool regrant = false,
                bool reserves = false) noexcept;
 
-  // Gated only: a woken operation gives up its grant unused (destroyed
-  // before retrying): the grant passes to the next waiter.
-  void drop_grant() noexcept;
+  // Gated only: a woken operation (its waiter `waiter`) gives up its grant
+  // unused (destroyed before retrying): the grant passes to the next waiter.
+  void drop_grant(ChannelWaiter* waiter) noexcept;
 
   // Makes this side gated (see the top): `bit` of `*word` is set while the
   // side is strict or slots are reserved; `closed_bit` of it marks the
@@ -200,7 +208,8 @@ class ChannelWaiters {
   // lock (so it is ordered against every reservation); on success (true) the
   // grant ends. On false the caller still holds the grant
   // and re-queues with regrant, or drops it. reserves: as enqueue's.
-  bool retry_granted(bool (*attempt)(void*), void* context, bool reserves = false) noexcept;
+  bool retry_granted(ChannelWaiter* waiter, bool (*attempt)(void*), void* context,
+                     bool reserves = false) noexcept;
   // Gated only. The number of reserved slots: exact under the lock (the
   // re-checks and attempts above run there), a snapshot elsewhere.
   std::uint64_t reserved() const noexcept {
@@ -227,14 +236,21 @@ class ChannelWaiters {
  private:
   void wake_one_slow() noexcept;
   // lock_ held: sets waiting_ to "a waiter is queued, and (gated) the side
-  // is strict or no grant is outstanding", leaves strict mode when nobody
-  // waits and no grant is outstanding, and clears the gate bit when the
+  // is strict or no grant is outstanding", and clears the gate bit when the
   // side is relaxed and nothing is reserved. Raising waiting_ here (the end
   // of the last grant, in retry_granted) is R1 of a pass-on: the caller
   // looks for room after it (see the top).
   void update_flags() noexcept;
   // lock_ held: takes the oldest waiter out (fast slot first), or nullptr.
   ChannelWaiter* pop_oldest() noexcept;
+  // Gated, lock_ held: `waiter`'s turn is over (served, or withdrawn with
+  // its grant or its place passed on): if it was starving, one fewer is,
+  // and the side is relaxed again once none is. Its regrants restart.
+  void end_turn(ChannelWaiter* waiter) noexcept {
+    if (waiter->regrants >= kStrictAfter) --starving_;
+    waiter->regrants = 0;
+  }
+  bool strict() const noexcept { return starving_ != 0; }
 
   std::atomic<bool> waiting_{false};
   // Written by registrants under lock_ (only when list_ is empty); emptied
@@ -248,7 +264,11 @@ class ChannelWaiters {
   std::uint64_t gate_bit_ = 0;
   std::uint64_t closed_bit_ = 0;
   std::uint32_t granted_ = 0;
-  bool strict_ = false;  // gated only, guarded by lock_ (see the top)
+  // Gated only, guarded by lock_: waiters queued or holding a grant whose
+  // regrants reached kStrictAfter; the side is strict while any is (see the
+  // top). Each is queued or holds a grant, so this is 0 whenever nobody
+  // waits and no grant is outstanding.
+  std::uint32_t starving_ = 0;
   // Gated only: slots held by permits (see the top). Written under lock_.
   std::atomic<std::uint64_t> reserved_{0};
 };
