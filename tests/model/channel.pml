@@ -146,7 +146,7 @@
  *   E_gate_when  src/channel/channel_waiters.cpp:32  if (gated && (strict() || reserves)) {
  *   E_flags  src/channel/channel_waiters.cpp:74  update_flags();  // the gate, if a reservation's re-check set it for nothing
  *   retry_gate  src/channel/channel_waiters.cpp:209  if (reserves) gate_word_->fetch_or(gate_bit_, std::memory_order_seq_cst);
- *   T_end_turn  include/volt/detail/channel_waiters.hpp:250  if (waiter->regrants >= kStrictAfter) --starving_;
+ *   T_end_turn  include/volt/detail/channel_waiters.hpp:251  if (waiter->regrants >= kStrictAfter) --starving_;
  *   E_end_turn  src/channel/channel_waiters.cpp:50  if (gated) end_turn(waiter);
  *   retry_end_turn  src/channel/channel_waiters.cpp:213  end_turn(waiter);
  *   X_end_turn  src/channel/channel_waiters.cpp:143  if (gate_word_ != nullptr) end_turn(waiter);
