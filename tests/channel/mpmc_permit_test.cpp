@@ -525,7 +525,11 @@ Task<void> strict_mode_ends_with_the_starved_turn(bool current_thread) {
   }
   EXPECT_TRUE(refused) << "the side never turned strict";
   // Strict: the freed slots go to the starved reserve_many, which needs the
-  // whole ring: the last value taken here frees it.
+  // whole ring: the last value taken here frees it. First let it finish the
+  // retry it was woken for (one slot: no room) and queue again at the
+  // front; a slot freed while it is out of the queue would go to the send
+  // behind it (the oldest queued waiter), and then the ring never empties.
+  co_await until_suspended(&starved);
   received.push_back(*co_await recv_bounded(rx));
   EXPECT_TRUE(co_await finishes(many));
   EXPECT_TRUE(reserved.load(std::memory_order_acquire));
