@@ -72,7 +72,8 @@ namespace volt {
 
 using detail::SemaphoreWaiter;
 
-Semaphore::Semaphore(std::uint64_t permits) {
+Semaphore::Semaphore(std::uint64_t permits, Fairness fairness)
+    : barging_(fairness == Fairness::kBarging) {
   if (permits > kMaxPermits)
     throw Error(errc::invalid_argument, "Semaphore: more than kMaxPermits permits");
   permits_.store(permits << kCountShift, std::memory_order_relaxed);
@@ -94,15 +95,25 @@ void Semaphore::release(std::uint64_t n) {
 
 void Semaphore::release_unchecked(std::uint64_t n) noexcept {
   if (n == 0) return;
-  // Tier 0: nobody queued, the count, lock-free. release: pairs with
-  // try_take's and the drain's acquire (what the permits guarded is
-  // visible to the next holder). A failed CAS (relaxed: only the bits are
-  // looked at) re-reads the word; once kQueued shows, the waiters' tiers.
+  // Tier 0: the count, lock-free, unless waiters queue in strict mode.
+  // release: pairs with try_take's and the drain's acquire (what the
+  // permits guarded is visible to the next holder). A failed CAS (relaxed:
+  // only the bits are looked at) re-reads the word.
   std::uint64_t current = permits_.load(std::memory_order_relaxed);
-  while (!(current & kQueued)) {
+  while (!(current & kQueued) || (barging_ && !(current & kStrict))) {
     if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
-                                       std::memory_order_release, std::memory_order_relaxed))
+                                       std::memory_order_release, std::memory_order_relaxed)) {
+      // Relaxed mode with waiters queued and none woken: wake the oldest to
+      // retry (R1 in "Modes"). With one woken already, its retry passes
+      // the wake-up on; with nobody queued there is nobody to wake.
+      if ((current & (kQueued | kWoken)) == kQueued) {
+        detail::WakeList wakes;
+        mutex_.lock();
+        wake_oldest_locked(wakes);
+        mutex_.unlock();
+      }
       return;
+    }
   }
   // Tier 1: the fast slot, lock-free. A plain load first: with nobody
   // waiting (the common case) the exchange's cache-line write is wasted. A
@@ -178,6 +189,109 @@ void Semaphore::release_locked(std::uint64_t n) noexcept {
   wakes.wake_all();
 }
 
+void Semaphore::wake_oldest_locked(detail::WakeList& wakes) noexcept {
+  // Under the mutex the bits cannot change (only mutex holders set or clear
+  // kQueued, kWoken, kStrict and kClosed); the count can (lock-free credits
+  // and takes). relaxed: the decision needs only the bits and whether the
+  // count is 0; the woken waiter's retry reads the count again.
+  const std::uint64_t current = permits_.load(std::memory_order_relaxed);
+  if ((current & (kQueued | kWoken | kStrict | kClosed)) != kQueued) return;
+  // A running acquire took what was released: its release wakes the next.
+  if ((current >> kCountShift) == 0) return;
+  SemaphoreWaiter* waiter = fast_.load(std::memory_order_relaxed) == nullptr
+                                ? nullptr
+                                : fast_.exchange(nullptr, std::memory_order_acq_rel);
+  if (!waiter) waiter = waiters_.pop_front();
+  const bool last = waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr;
+  if (!waiter) {
+    // kQueued outlived the last waiter (served or withdrawn): clear it.
+    permits_.fetch_and(~kQueued, std::memory_order_relaxed);
+    return;
+  }
+  // Set kWoken, and clear kQueued if nobody is left: both bits are known
+  // (under the mutex), so an XOR flips exactly them.
+  permits_.fetch_xor(kWoken | (last ? kQueued : 0), std::memory_order_relaxed);
+  const std::uint64_t needed = waiter->state.load(std::memory_order_relaxed);
+  wakes.push(std::move(waiter->waker));  // before publishing (the owner may free it)
+  // release: pairs with the owner's acquire in Acquire::settle (it finds the
+  // waiter out of the queue and may retry at once).
+  waiter->state.store(needed | SemaphoreWaiter::kRetryBit, std::memory_order_release);
+}
+
+Semaphore::AcquireResult Semaphore::retry(SemaphoreWaiter* waiter, detail::Waker waker) noexcept {
+  detail::WakeList wakes;
+  std::unique_lock lock(mutex_);
+  // Ours alone: out of the queue since the wake-up, and kWoken stands for us.
+  std::uint64_t still =
+      waiter->state.load(std::memory_order_relaxed) & SemaphoreWaiter::kNeededMask;
+  // acquire: pairs with the release that credited what we drain.
+  std::uint64_t current = permits_.load(std::memory_order_acquire);
+  bool queued_again = false;
+  for (;;) {
+    if (current & kClosed) {
+      // close() finished every queued waiter; we were out of the queue. Our
+      // wake-up ends here (nobody waits for a pass-on after close).
+      if (queued_again) waiters_.remove(waiter);
+      permits_.fetch_and(~kWoken, std::memory_order_relaxed);
+      waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_relaxed);
+      return AcquireResult::kClosed;
+    }
+    const std::uint64_t take = std::min(current >> kCountShift, still);
+    if (take > 0) {
+      // acquire: as above. The bits stay (kWoken still ours).
+      if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
+                                         std::memory_order_acquire, std::memory_order_acquire))
+        still -= take;
+      if (still > 0) continue;
+      // Served in full. Whatever the count still holds belongs to the next
+      // waiter: releases made while kWoken was set woke nobody (R2).
+      if (queued_again) waiters_.remove(waiter);
+      waiter->failed_retries = 0;
+      waiter->state.store(0, std::memory_order_relaxed);
+      permits_.fetch_and(~kWoken, std::memory_order_relaxed);
+      wake_oldest_locked(wakes);
+      lock.unlock();
+      return AcquireResult::kGranted;
+    }
+    // Too few: queue again, at the front (we are the oldest), never in the
+    // fast slot (a stale strict release may still exchange it lock-free, and
+    // must not find a waiter that is draining the count). The slot's waiter,
+    // if any, is newer than us: it moves behind us in the list (I2).
+    if (!queued_again) {
+      if (SemaphoreWaiter* newer = fast_.load(std::memory_order_relaxed) == nullptr
+                                       ? nullptr
+                                       : fast_.exchange(nullptr, std::memory_order_acq_rel))
+        waiters_.push_front(newer);
+      waiters_.push_front(waiter);
+      waiter->waker = std::move(waker);
+      queued_again = true;
+    }
+    waiter->state.store(still, std::memory_order_relaxed);  // read under the mutex only
+    // The count is 0 in `current`: queue in the CAS that saw it (as
+    // acquire_locked), handing kWoken back and, starving, turning strict.
+    const bool starving = waiter->failed_retries + 1 >= kStrictAfter;
+    const std::uint64_t next = (current & ~kWoken) | kQueued | (starving ? kStrict : 0);
+    if (permits_.compare_exchange_weak(current, next, std::memory_order_acquire,
+                                       std::memory_order_acquire)) {
+      ++waiter->failed_retries;
+      waiter->starving = starving;
+      return AcquireResult::kQueued;
+    }
+  }
+}
+
+void Semaphore::end_strict(SemaphoreWaiter* waiter) noexcept {
+  detail::WakeList wakes;
+  std::lock_guard guard(mutex_);
+  waiter->starving = false;
+  waiter->failed_retries = 0;
+  permits_.fetch_and(~kStrict, std::memory_order_relaxed);
+  // Strict mode left nothing in the count while waiters queued (I1), but a
+  // release racing the switch may credit it now: whoever sees the relaxed
+  // word wakes, and this covers a credit made before it.
+  wake_oldest_locked(wakes);
+}
+
 Semaphore::AcquireResult Semaphore::acquire_locked(SemaphoreWaiter* waiter) noexcept {
   const std::uint64_t needed = waiter->requested;
   std::lock_guard guard(mutex_);
@@ -188,11 +302,20 @@ Semaphore::AcquireResult Semaphore::acquire_locked(SemaphoreWaiter* waiter) noex
   std::uint64_t still = needed;
   while (still > 0) {
     if (current & kClosed) break;
-    const std::uint64_t take = std::min(current >> kCountShift, still);
+    // With others waiting (queued, or woken to retry) only all we need or
+    // nothing: a partial grant goes to the oldest waiter alone. Two waiters
+    // each holding part of what they need could wait for each other for
+    // good (the random-cancellation stress test hung so, 8 tasks on 2
+    // permits, before this rule).
+    const std::uint64_t count = current >> kCountShift;
+    const std::uint64_t take = barging_ && (current & (kQueued | kWoken))
+                                   ? (count >= still ? still : 0)
+                                   : std::min(count, still);
     if (take == 0) {
-      // Empty: we will queue. Mark it in the CAS that saw the zero, so that
-      // a release that has not credited yet fails its lock-free CAS and
-      // comes to the mutex (held by us), where it finds us queued.
+      // We will queue. Mark it in the CAS that saw too few, so that a
+      // release that has not credited yet either fails its lock-free CAS or
+      // (relaxed mode) sees the bit and comes to the mutex (held by us),
+      // where it finds us queued.
       if ((current & kQueued) ||
           permits_.compare_exchange_weak(current, current | kQueued, std::memory_order_acquire,
                                          std::memory_order_acquire))
@@ -238,9 +361,28 @@ void Semaphore::cancel(SemaphoreWaiter* waiter) noexcept {
     }
     mutex_.lock();
     const std::uint64_t s = waiter->state.load(std::memory_order_acquire);
+    if (s & SemaphoreWaiter::kRetryBit) {
+      // Woken to retry and withdrawn before it did: kWoken stands for us,
+      // so the wake-up passes to the next oldest (R2 in "Modes").
+      detail::WakeList wakes;
+      permits_.fetch_and(~kWoken, std::memory_order_relaxed);
+      wake_oldest_locked(wakes);
+      mutex_.unlock();
+      wakes.wake_all();
+      release_unchecked(requested - (s & SemaphoreWaiter::kNeededMask));
+      return;
+    }
     if (s == 0 || (s & SemaphoreWaiter::kClosedBit) || waiter->linked) {
       if (waiter->linked) waiters_.remove(waiter);
+      detail::WakeList wakes;
+      if (waiter->starving) {
+        // Its turn ends unserved: back to relaxed mode.
+        waiter->starving = false;
+        permits_.fetch_and(~kStrict, std::memory_order_relaxed);
+        wake_oldest_locked(wakes);
+      }
       mutex_.unlock();
+      wakes.wake_all();
       // Granted in full but never taken, closed, or withdrawn from the list:
       // whatever was granted goes back (and may complete other waiters).
       release_unchecked(requested - (s & ~SemaphoreWaiter::kClosedBit));
@@ -256,7 +398,7 @@ void Semaphore::cancel(SemaphoreWaiter* waiter) noexcept {
 
 void Semaphore::give_back_partial(SemaphoreWaiter* waiter) noexcept {
   const std::uint64_t still =
-      waiter->state.load(std::memory_order_acquire) & ~SemaphoreWaiter::kClosedBit;
+      waiter->state.load(std::memory_order_acquire) & SemaphoreWaiter::kNeededMask;
   release_unchecked(waiter->requested - still);
 }
 
@@ -300,8 +442,16 @@ Expected<SemaphorePermit> Semaphore::acquire_blocking(std::uint64_t n) {
     case AcquireResult::kQueued:
       break;
   }
-  while (!waiter.finished())
+  for (;;) {
+    const std::uint64_t s = waiter.state.load(std::memory_order_acquire);
+    if (s & SemaphoreWaiter::kRetryBit) {
+      if (retry(&waiter, parker.waker()) != AcquireResult::kQueued) break;
+      continue;
+    }
+    if (s == 0 || (s & SemaphoreWaiter::kClosedBit)) break;
     parker.park();
+  }
+  if (waiter.starving) end_strict(&waiter);
   if (waiter.state.load(std::memory_order_acquire) & SemaphoreWaiter::kClosedBit) {
     give_back_partial(&waiter);
     return Expected<SemaphorePermit>(errc::closed);

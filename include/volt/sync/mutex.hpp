@@ -217,7 +217,7 @@ class Mutex {
       throw Error(errc::invalid_argument, std::string(what) + ": the mutex is locked");
   }
 
-  Semaphore semaphore_{1};
+  Semaphore semaphore_{1, Semaphore::Fairness::kBarging};
   T value_;
 };
 

@@ -225,7 +225,7 @@ class RwLock {
   template <class... Args>
   explicit RwLock(MaxReaders max_reads, Args&&... args)
       : max_reads_(checked_max(max_reads.value)),
-        semaphore_(max_reads_),
+        semaphore_(max_reads_, Semaphore::Fairness::kBarging),
         value_(std::forward<Args>(args)...) {}
   RwLock(const RwLock&) = delete;
   RwLock& operator=(const RwLock&) = delete;

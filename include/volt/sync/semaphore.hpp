@@ -83,6 +83,8 @@ class Semaphore;
 
 namespace detail {
 
+class WakeList;
+
 // One waiting acquire. `state` is the number of permits still needed, with
 // kClosedBit set if the semaphore closed first; 0 means granted in full.
 // Written by whoever owns the waiter (its Acquire, or a releaser that took it
@@ -92,9 +94,20 @@ namespace detail {
 // first).
 struct SemaphoreWaiter : IntrusiveLink {
   static constexpr std::uint64_t kClosedBit = std::uint64_t{1} << 63;
+  // Taken out of the queue and woken to try again (relaxed mode: the permits
+  // went to the count, see src/sync/semaphore.cpp); the rest of the word is
+  // still the number needed. Only the owner clears it (retry_locked).
+  static constexpr std::uint64_t kRetryBit = std::uint64_t{1} << 62;
+  static constexpr std::uint64_t kNeededMask = kRetryBit - 1;
   std::atomic<std::uint64_t> state{0};
   std::uint64_t requested = 0;
   Waker waker;  // set before the waiter is published (under the mutex)
+  // Under the mutex, by the owner's retries: how many in a row found too few
+  // permits (Semaphore::kStrictAfter of them make it starving).
+  std::uint32_t failed_retries = 0;
+  // Set (under the mutex) when this waiter turned the semaphore strict; its
+  // owner ends strict mode when its turn ends (served, closed or withdrawn).
+  bool starving = false;
   bool finished() const noexcept {
     const std::uint64_t s = state.load(std::memory_order_acquire);
     return s == 0 || (s & kClosedBit);
@@ -224,11 +237,28 @@ class [[nodiscard]] OwnedSemaphorePermit {
 
 class Semaphore {
  public:
-  // Tokio's bound: the count, shifted left by two for the closed and queued
-  // bits, fits in 64 bits.
-  static constexpr std::uint64_t kMaxPermits = (std::uint64_t{1} << 61) - 1;
+  // The count, shifted left by four for the closed, queued, woken and strict
+  // bits, fits in 64 bits (Tokio's bound is 2^61 - 1, with three bits).
+  static constexpr std::uint64_t kMaxPermits = (std::uint64_t{1} << 59) - 1;
+  // A queued waiter woken to retry that finds too few permits this many
+  // times in a row (running acquirers took them first) turns the semaphore
+  // strict until it is served (src/sync/semaphore.cpp, "Modes"). The
+  // channel's senders use the same bound (kStrictAfter there).
+  static constexpr std::uint32_t kStrictAfter = 3;
 
-  explicit Semaphore(std::uint64_t permits);
+  // How permits released while waiters queue are given out.
+  enum class Fairness {
+    // Tokio's semaphore: straight to the oldest waiter (hand-off), partial
+    // grants included; nobody overtakes a queued waiter.
+    kFifo,
+    // To the count, and the oldest waiter is woken to take them: a running
+    // acquire may take them first (barging), so a lock released and retaken
+    // by running tasks does not cost a task switch per acquisition. A
+    // waiter passed over kStrictAfter times in a row makes the semaphore
+    // kFifo until it is served. Mutex and RwLock use it.
+    kBarging,
+  };
+  explicit Semaphore(std::uint64_t permits, Fairness fairness = Fairness::kFifo);
   Semaphore(const Semaphore&) = delete;
   Semaphore& operator=(const Semaphore&) = delete;
   ~Semaphore();
@@ -269,7 +299,7 @@ class Semaphore {
       if (n_ > kMaxPermits) return true;  // await_resume reports it
       // Awaited again while still queued: an lvalue operand of a timeout
       // that expired keeps its place in the queue (as Tokio's `&mut fut`).
-      if (queued_) return waiter_.finished();
+      if (queued_) return settle();
       outcome_ = kPending;
       // The budget before the permit: a task whose poll budget is spent
       // yields holding nothing and takes the permit when it runs again
@@ -305,6 +335,9 @@ class Semaphore {
       if (n_ > kMaxPermits) throw Error(errc::invalid_argument, "Semaphore: more than kMaxPermits");
       if (queued_) {
         queued_ = false;
+        // This waiter's turn is over: if it made the semaphore strict, it
+        // is relaxed again (src/sync/semaphore.cpp, "Modes").
+        if (waiter_.starving) semaphore_.end_strict(&waiter_);
         if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
           semaphore_.give_back_partial(&waiter_);
           return Expected<SemaphorePermit>(errc::closed);
@@ -340,13 +373,23 @@ class Semaphore {
     // queue itself); once queued, whether a release or close finished it.
     static bool ready_check(void* context) noexcept {
       Acquire& self = *static_cast<Acquire*>(context);
-      if (self.queued_) return self.waiter_.finished();
+      if (self.queued_) return self.settle();
       if (self.outcome_ != kYielding) return true;
       if (self.n_ == 0 || self.semaphore_.try_take(self.n_)) {
         self.outcome_ = kGranted;
         return true;
       }
       return !self.register_waiter(detail::tls_context.current_task);
+    }
+    // Queued: whether the wait is over (granted in full, or closed). A
+    // waiter woken to retry (relaxed mode) makes its retry here, in its own
+    // task: it takes the permits, or queues again at the front.
+    bool settle() noexcept {
+      const std::uint64_t s = waiter_.state.load(std::memory_order_acquire);
+      if (!(s & detail::SemaphoreWaiter::kRetryBit))
+        return s == 0 || (s & detail::SemaphoreWaiter::kClosedBit);
+      return semaphore_.retry(&waiter_, detail::make_task_waker(detail::tls_context.current_task)) !=
+             AcquireResult::kQueued;
     }
     Semaphore& semaphore_;
     std::uint64_t n_;
@@ -431,14 +474,22 @@ class Semaphore {
     return semaphore;
   }
   enum class AcquireResult { kGranted, kQueued, kClosed };
-  // permits_ = count << kCountShift | kQueued | kClosed.
+  // permits_ = count << kCountShift | kStrict | kWoken | kQueued | kClosed.
   static constexpr std::uint64_t kClosed = 1;
   // Set (under the mutex) by an acquirer that found the count at zero and
   // will queue, in the same CAS that saw the zero; cleared only under the
   // mutex, by a release that found nobody queued. While it is clear a
   // release adds to the count without the mutex (src/sync/semaphore.cpp).
   static constexpr std::uint64_t kQueued = 2;
-  static constexpr int kCountShift = 2;
+  // Relaxed mode: a waiter has been taken out of the queue and woken to
+  // retry, and has not retried yet (at most one). While it is set a release
+  // only credits the count: the retry passes the wake-up on. Set and cleared
+  // under the mutex.
+  static constexpr std::uint64_t kWoken = 4;
+  // Strict mode (FIFO hand-off): set by a starving waiter, cleared when its
+  // turn ends; under the mutex.
+  static constexpr std::uint64_t kStrict = 8;
+  static constexpr int kCountShift = 4;
 
   bool try_take(std::uint64_t n) noexcept {
     std::uint64_t current = permits_.load(std::memory_order_acquire);
@@ -455,6 +506,16 @@ class Semaphore {
   AcquireResult acquire_locked(detail::SemaphoreWaiter* waiter) noexcept;
   // A queued waiter's Acquire is destroyed: withdraw it, give back grants.
   void cancel(detail::SemaphoreWaiter* waiter) noexcept;
+  // The owner of a waiter woken to retry (kRetryBit): takes the permits it
+  // still needs, or queues it again at the front (with `waker`) and counts
+  // the failure; kClosed if closed meanwhile.
+  AcquireResult retry(detail::SemaphoreWaiter* waiter, detail::Waker waker) noexcept;
+  // A starving waiter's turn ended: back to relaxed mode.
+  void end_strict(detail::SemaphoreWaiter* waiter) noexcept;
+  // Under the mutex: in relaxed mode, with permits in the count, waiters
+  // queued and none woken, takes the oldest out and marks it woken; its
+  // waker goes to `wakes`.
+  void wake_oldest_locked(detail::WakeList& wakes) noexcept;
   // A waiter finished as closed: give back what it had been granted.
   void give_back_partial(detail::SemaphoreWaiter* waiter) noexcept;
   // release() without the range check (permits that came from here).
@@ -464,6 +525,7 @@ class Semaphore {
   // Every try_acquire CAS touches this word: its own cache line, away from
   // the mutex and the queue that waiters and releasers write.
   alignas(64) std::atomic<std::uint64_t> permits_;
+  const bool barging_;
   alignas(64) std::atomic<detail::SemaphoreWaiter*> fast_{nullptr};
   detail::SpinLock mutex_;
   detail::IntrusiveList<detail::SemaphoreWaiter> waiters_;  // guarded by mutex_; front oldest
