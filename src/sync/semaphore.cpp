@@ -109,7 +109,7 @@ void Semaphore::release_unchecked(std::uint64_t n) noexcept {
       if ((current & (kQueued | kWoken)) == kQueued) {
         detail::WakeList wakes;
         mutex_.lock();
-        wake_oldest_locked(wakes);
+        wake_oldest_locked(wakes, /*released=*/true);
         mutex_.unlock();
       }
       return;
@@ -147,6 +147,18 @@ void Semaphore::release_unchecked(std::uint64_t n) noexcept {
 
 void Semaphore::release_locked(std::uint64_t n) noexcept {
   detail::WakeList wakes;
+  if (barging_ && !(permits_.load(std::memory_order_relaxed) & kStrict)) {
+    // Strict mode ended after our look at the word (tier 0): release as
+    // relaxed mode does. A hand-off now could give a partial grant to a
+    // waiter behind the one woken to retry, which queues again at the front:
+    // two waiters holding part of what they need, each waiting for the
+    // other (the RwLock stress test hung so). release: as tier 0.
+    permits_.fetch_add(n << kCountShift, std::memory_order_release);
+    wake_oldest_locked(wakes, /*released=*/true);
+    mutex_.unlock();
+    wakes.wake_all();
+    return;
+  }
   while (n > 0) {
     // The fast slot first, again, under the mutex: a waiter may have
     // registered there after our lock-free exchange found it empty (fix (a)).
@@ -189,15 +201,19 @@ void Semaphore::release_locked(std::uint64_t n) noexcept {
   wakes.wake_all();
 }
 
-void Semaphore::wake_oldest_locked(detail::WakeList& wakes) noexcept {
+void Semaphore::wake_oldest_locked(detail::WakeList& wakes, bool released) noexcept {
   // Under the mutex the bits cannot change (only mutex holders set or clear
   // kQueued, kWoken, kStrict and kClosed); the count can (lock-free credits
   // and takes). relaxed: the decision needs only the bits and whether the
   // count is 0; the woken waiter's retry reads the count again.
   const std::uint64_t current = permits_.load(std::memory_order_relaxed);
   if ((current & (kQueued | kWoken | kStrict | kClosed)) != kQueued) return;
-  // A running acquire took what was released: its release wakes the next.
-  if ((current >> kCountShift) == 0) return;
+  // A pass-on wakes only for permits in the count. A release wakes even if
+  // a running acquire has taken its permits already: the oldest waiter was
+  // passed over, and its failed retry is what counts that (kStrictAfter);
+  // without it, acquirers trading the permits among themselves could keep
+  // it waiting for ever.
+  if (!released && (current >> kCountShift) == 0) return;
   SemaphoreWaiter* waiter = fast_.load(std::memory_order_relaxed) == nullptr
                                 ? nullptr
                                 : fast_.exchange(nullptr, std::memory_order_acq_rel);
@@ -249,7 +265,7 @@ Semaphore::AcquireResult Semaphore::retry(SemaphoreWaiter* waiter, detail::Waker
       waiter->failed_retries = 0;
       waiter->state.store(0, std::memory_order_relaxed);
       permits_.fetch_and(~kWoken, std::memory_order_relaxed);
-      wake_oldest_locked(wakes);
+      wake_oldest_locked(wakes, /*released=*/false);
       lock.unlock();
       return AcquireResult::kGranted;
     }
@@ -289,7 +305,7 @@ void Semaphore::end_strict(SemaphoreWaiter* waiter) noexcept {
   // Strict mode left nothing in the count while waiters queued (I1), but a
   // release racing the switch may credit it now: whoever sees the relaxed
   // word wakes, and this covers a credit made before it.
-  wake_oldest_locked(wakes);
+  wake_oldest_locked(wakes, /*released=*/false);
 }
 
 Semaphore::AcquireResult Semaphore::acquire_locked(SemaphoreWaiter* waiter) noexcept {
@@ -366,7 +382,7 @@ void Semaphore::cancel(SemaphoreWaiter* waiter) noexcept {
       // so the wake-up passes to the next oldest (R2 in "Modes").
       detail::WakeList wakes;
       permits_.fetch_and(~kWoken, std::memory_order_relaxed);
-      wake_oldest_locked(wakes);
+      wake_oldest_locked(wakes, /*released=*/false);
       mutex_.unlock();
       wakes.wake_all();
       release_unchecked(requested - (s & SemaphoreWaiter::kNeededMask));
@@ -379,7 +395,7 @@ void Semaphore::cancel(SemaphoreWaiter* waiter) noexcept {
         // Its turn ends unserved: back to relaxed mode.
         waiter->starving = false;
         permits_.fetch_and(~kStrict, std::memory_order_relaxed);
-        wake_oldest_locked(wakes);
+        wake_oldest_locked(wakes, /*released=*/false);
       }
       mutex_.unlock();
       wakes.wake_all();

@@ -512,10 +512,11 @@ class Semaphore {
   AcquireResult retry(detail::SemaphoreWaiter* waiter, detail::Waker waker) noexcept;
   // A starving waiter's turn ended: back to relaxed mode.
   void end_strict(detail::SemaphoreWaiter* waiter) noexcept;
-  // Under the mutex: in relaxed mode, with permits in the count, waiters
-  // queued and none woken, takes the oldest out and marks it woken; its
-  // waker goes to `wakes`.
-  void wake_oldest_locked(detail::WakeList& wakes) noexcept;
+  // Under the mutex: in relaxed mode, with waiters queued and none woken,
+  // takes the oldest out and marks it woken to retry (its waker goes to
+  // `wakes`): after a release (`released`), or when the count holds permits
+  // (a pass-on).
+  void wake_oldest_locked(detail::WakeList& wakes, bool released) noexcept;
   // A waiter finished as closed: give back what it had been granted.
   void give_back_partial(detail::SemaphoreWaiter* waiter) noexcept;
   // release() without the range check (permits that came from here).
