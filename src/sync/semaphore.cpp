@@ -1,9 +1,44 @@
 // Semaphore: the waiting half (slow paths, release, cancel, close).
 //
+// Modes. A kFifo semaphore is always strict: the protocol below (I1-I3).
+// A kBarging one (Mutex, RwLock) is relaxed until a waiter starves:
+//   Relaxed: a release always credits the count lock-free; if waiters queue
+//     and none is woken (kQueued set, kWoken clear, seen in the crediting
+//     CAS), it takes the mutex and wakes the oldest to retry
+//     (wake_oldest_locked: out of the queue, kWoken set, state | kRetryBit).
+//     Meanwhile a running acquire may take the permits first (barging: a
+//     lock released and retaken by running tasks costs no task switch; with
+//     FIFO hand-off the releaser's next lock() queued behind the waiter it
+//     woke, and every acquisition of mutex_contended at 4 workers cost one,
+//     40 ns against 12). The woken waiter retries under the mutex (retry):
+//     it drains what it needs, or what there is and queues again at the
+//     front. R1: every credit made while waiters queue and none is woken
+//     wakes one. R2: releases made while one is woken wake nobody, so a
+//     served retry passes the wake-up on if the count holds permits, and a
+//     withdrawn one (cancel) too. Only the oldest waiter holds a partial
+//     grant: a registrant behind others (kQueued or kWoken) takes all it
+//     needs or nothing, and no hand-off happens in relaxed mode (a release
+//     that decided on strict mode and finds it over under the mutex
+//     credits instead, release_locked). Two partial holders could wait for
+//     each other for good.
+//   Strict: a retry that fails (too few) kStrictAfter times in a row makes
+//     its waiter starving: it sets kStrict as it queues again, at the
+//     front, with the count drained to 0. From then on releases hand off as
+//     in a kFifo semaphore, so it is served next; when its turn ends
+//     (granted, closed, or withdrawn) its owner clears kStrict (end_strict).
+//     A release wakes the oldest even when a running acquire has taken its
+//     permits by the time it holds the mutex: that waiter was passed over,
+//     and its failed retry is what counts it. So a waiter is passed over at
+//     most kStrictAfter times in a row. tests/model/semaphore_barging.pml
+//     checks the mode's protocol.
+//
 // State:
-//   permits_  count << 2 | kQueued | kClosed. Lock-free try_take CASes the
-//             count down. A release adds to it lock-free only while kQueued
-//             is clear (the CAS fails if an acquirer sets it meanwhile);
+//   permits_  count << 4 | kStrict | kWoken | kQueued | kClosed (kWoken and
+//             kStrict: barging mode only, set and cleared under mutex_, see
+//             Modes). Lock-free try_take CASes the count down. A
+//             release adds to it lock-free only while kQueued is clear (in
+//             relaxed mode always: see Modes; the CAS fails if an acquirer
+//             sets the bit meanwhile);
 //             otherwise under mutex_, when it finds no waiter, clearing
 //             kQueued in the same RMW. kQueued is set under mutex_ by an
 //             acquirer about to queue, in the CAS that saw the count at 0.
