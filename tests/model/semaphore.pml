@@ -6,12 +6,17 @@
  *   src/sync/semaphore.cpp            acquire_locked, release_unchecked
  *                                     (release), release_locked, cancel,
  *                                     close (-DCLOSE), give_back_partial
- * and, under -DSEED / -DHAS_WAITERS, the reference's protocol
+ * in its kFifo mode (Semaphore::Fairness::kFifo, barging_ false: every
+ * barging-only branch of the code is skipped, and the kWoken and kStrict
+ * bits of the word stay clear; the word is now count << 4 with them, the
+ * model's step atomicity unchanged). The kBarging mode (Mutex, RwLock) is
+ * tests/model/semaphore_barging.pml. Under -DSEED / -DHAS_WAITERS, this
+ * model runs the reference's protocol
  * (the reference design's semaphore and fast waiter slot, docs/design.md) as negative
  * controls. Not modelled: the range check of release(), kMaxPermits.
  *
  * State. permits = the count and queued = the kQueued bit: together the
- * word permits_ (count << 2 | kQueued | kClosed); every step that reads or
+ * word permits_ (count << 4 | kQueued | kClosed); every step that reads or
  * writes the word is one atomic step covering both. fast = 0 or a waiter id
  * (1..ACQ); q[0..qlen) = the list, q[0] the oldest; per waiter i: rem[i] =
  * its state word (permits still needed; 0 = complete, published),
@@ -312,65 +317,65 @@
  *   no K6).
  *
  * Step-to-line mapping:
- *   T1  include/volt/sync/semaphore.hpp:444  std::uint64_t current = permits_.load(std::memory_order_acquire);
- *   T1_closed  include/volt/sync/semaphore.hpp:446  if ((current & kClosed) || (current >> kCountShift) < n) return false;
- *   T1_cas  include/volt/sync/semaphore.hpp:449  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
- *   A1  src/sync/semaphore.cpp:183  std::lock_guard guard(mutex_);
- *   A2_load  src/sync/semaphore.cpp:187  std::uint64_t current = permits_.load(std::memory_order_acquire);
- *   A2c  src/sync/semaphore.cpp:190  if (current & kClosed) break;
- *   A2q  src/sync/semaphore.cpp:197  permits_.compare_exchange_weak(current, current | kQueued, std::memory_order_acquire,
- *   A2  src/sync/semaphore.cpp:203  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
- *   A2c_give  src/sync/semaphore.cpp:210  permits_.fetch_add((needed - still) << kCountShift, std::memory_order_release);
- *   A2c_ret  src/sync/semaphore.cpp:211  return AcquireResult::kClosed;
- *   A3  src/sync/semaphore.cpp:213  if (still == 0) return AcquireResult::kGranted;
- *   A4  src/sync/semaphore.cpp:217  if (still == 1 && waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr) {
- *   A5_fast  src/sync/semaphore.cpp:219  fast_.store(waiter, std::memory_order_release);
- *   A5_list  src/sync/semaphore.cpp:221  waiters_.push_back(waiter);
- *   A6  src/sync/semaphore.cpp:223  return AcquireResult::kQueued;
- *   W  include/volt/sync/semaphore.hpp:99  const std::uint64_t s = state.load(std::memory_order_acquire);
- *   W_closed  include/volt/sync/semaphore.hpp:308  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
- *   W_giveback  include/volt/sync/semaphore.hpp:309  semaphore_.give_back_partial(&waiter_);
- *   G_load  src/sync/semaphore.cpp:259  waiter->state.load(std::memory_order_acquire) & ~SemaphoreWaiter::kClosedBit;
- *   G_release  src/sync/semaphore.cpp:260  release_unchecked(waiter->requested - still);
- *   B_wait  src/sync/semaphore.cpp:303  while (!waiter.finished())
- *   B_closed  src/sync/semaphore.cpp:305  if (waiter.state.load(std::memory_order_acquire) & SemaphoreWaiter::kClosedBit) {
- *   R0_load  src/sync/semaphore.cpp:101  std::uint64_t current = permits_.load(std::memory_order_relaxed);
- *   R0  src/sync/semaphore.cpp:103  if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
- *   R1  src/sync/semaphore.cpp:115  : fast_.exchange(nullptr, std::memory_order_acq_rel);
- *   R2  src/sync/semaphore.cpp:120  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
- *   R3  src/sync/semaphore.cpp:124  waiter->state.store(0, std::memory_order_release);
- *   R3_surplus  src/sync/semaphore.cpp:128  mutex_.lock();
- *   R9  src/sync/semaphore.cpp:133  mutex_.lock();
- *   L1  src/sync/semaphore.cpp:147  : fast_.exchange(nullptr, std::memory_order_acq_rel);
- *   L2  src/sync/semaphore.cpp:149  if (!waiter) waiter = waiters_.front();
- *   L3_load  src/sync/semaphore.cpp:156  const std::uint64_t queued = permits_.load(std::memory_order_relaxed) & kQueued;
- *   L3  src/sync/semaphore.cpp:157  permits_.fetch_add((n << kCountShift) - queued, std::memory_order_release);
- *   L4  src/sync/semaphore.cpp:160  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
- *   L5  src/sync/semaphore.cpp:164  waiter->state.store(remaining - n, std::memory_order_relaxed);
- *   L7  src/sync/semaphore.cpp:167  if (!from_fast) waiters_.remove(waiter);
- *   L8  src/sync/semaphore.cpp:170  waiter->state.store(0, std::memory_order_release);
- *   L9  src/sync/semaphore.cpp:172  mutex_.unlock();
- *   L10  src/sync/semaphore.cpp:177  mutex_.unlock();
- *   D  include/volt/sync/semaphore.hpp:265  if (queued_) semaphore_.cancel(&waiter_);
- *   C1  src/sync/semaphore.cpp:232  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
- *   C1_give  src/sync/semaphore.cpp:236  release_unchecked(requested - (still & ~SemaphoreWaiter::kClosedBit));
- *   C2  src/sync/semaphore.cpp:239  mutex_.lock();
- *   C2_load  src/sync/semaphore.cpp:240  const std::uint64_t s = waiter->state.load(std::memory_order_acquire);
- *   C2_test  src/sync/semaphore.cpp:241  if (s == 0 || (s & SemaphoreWaiter::kClosedBit) || waiter->linked) {
- *   C2_remove  src/sync/semaphore.cpp:242  if (waiter->linked) waiters_.remove(waiter);
- *   C2_give  src/sync/semaphore.cpp:246  release_unchecked(requested - (s & ~SemaphoreWaiter::kClosedBit));
- *   C2_retry  src/sync/semaphore.cpp:253  backoff.once();
+ *   T1  include/volt/sync/semaphore.hpp:495  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   T1_closed  include/volt/sync/semaphore.hpp:497  if ((current & kClosed) || (current >> kCountShift) < n) return false;
+ *   T1_cas  include/volt/sync/semaphore.hpp:500  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
+ *   A1  src/sync/semaphore.cpp:348  std::lock_guard guard(mutex_);
+ *   A2_load  src/sync/semaphore.cpp:352  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   A2c  src/sync/semaphore.cpp:355  if (current & kClosed) break;
+ *   A2q  src/sync/semaphore.cpp:371  permits_.compare_exchange_weak(current, current | kQueued, std::memory_order_acquire,
+ *   A2  src/sync/semaphore.cpp:377  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
+ *   A2c_give  src/sync/semaphore.cpp:384  permits_.fetch_add((needed - still) << kCountShift, std::memory_order_release);
+ *   A2c_ret  src/sync/semaphore.cpp:385  return AcquireResult::kClosed;
+ *   A3  src/sync/semaphore.cpp:387  if (still == 0) return AcquireResult::kGranted;
+ *   A4  src/sync/semaphore.cpp:391  if (still == 1 && waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr) {
+ *   A5_fast  src/sync/semaphore.cpp:393  fast_.store(waiter, std::memory_order_release);
+ *   A5_list  src/sync/semaphore.cpp:395  waiters_.push_back(waiter);
+ *   A6  src/sync/semaphore.cpp:397  return AcquireResult::kQueued;
+ *   W  include/volt/sync/semaphore.hpp:112  const std::uint64_t s = state.load(std::memory_order_acquire);
+ *   W_closed  include/volt/sync/semaphore.hpp:341  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
+ *   W_giveback  include/volt/sync/semaphore.hpp:342  semaphore_.give_back_partial(&waiter_);
+ *   G_load  src/sync/semaphore.cpp:452  waiter->state.load(std::memory_order_acquire) & SemaphoreWaiter::kNeededMask;
+ *   G_release  src/sync/semaphore.cpp:453  release_unchecked(waiter->requested - still);
+ *   B_wait  src/sync/semaphore.cpp:502  if (s == 0 || (s & SemaphoreWaiter::kClosedBit)) break;
+ *   B_closed  src/sync/semaphore.cpp:506  if (waiter.state.load(std::memory_order_acquire) & SemaphoreWaiter::kClosedBit) {
+ *   R0_load  src/sync/semaphore.cpp:137  std::uint64_t current = permits_.load(std::memory_order_relaxed);
+ *   R0  src/sync/semaphore.cpp:139  if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
+ *   R1  src/sync/semaphore.cpp:161  : fast_.exchange(nullptr, std::memory_order_acq_rel);
+ *   R2  src/sync/semaphore.cpp:166  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
+ *   R3  src/sync/semaphore.cpp:170  waiter->state.store(0, std::memory_order_release);
+ *   R3_surplus  src/sync/semaphore.cpp:174  mutex_.lock();
+ *   R9  src/sync/semaphore.cpp:179  mutex_.lock();
+ *   L1  src/sync/semaphore.cpp:205  : fast_.exchange(nullptr, std::memory_order_acq_rel);
+ *   L2  src/sync/semaphore.cpp:207  if (!waiter) waiter = waiters_.front();
+ *   L3_load  src/sync/semaphore.cpp:214  const std::uint64_t queued = permits_.load(std::memory_order_relaxed) & kQueued;
+ *   L3  src/sync/semaphore.cpp:215  permits_.fetch_add((n << kCountShift) - queued, std::memory_order_release);
+ *   L4  src/sync/semaphore.cpp:218  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
+ *   L5  src/sync/semaphore.cpp:222  waiter->state.store(remaining - n, std::memory_order_relaxed);
+ *   L7  src/sync/semaphore.cpp:225  if (!from_fast) waiters_.remove(waiter);
+ *   L8  src/sync/semaphore.cpp:228  waiter->state.store(0, std::memory_order_release);
+ *   L9  src/sync/semaphore.cpp:230  mutex_.unlock();
+ *   L10  src/sync/semaphore.cpp:235  mutex_.unlock();
+ *   D  include/volt/sync/semaphore.hpp:295  if (queued_) semaphore_.cancel(&waiter_);
+ *   C1  src/sync/semaphore.cpp:406  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
+ *   C1_give  src/sync/semaphore.cpp:410  release_unchecked(requested - (still & ~SemaphoreWaiter::kClosedBit));
+ *   C2  src/sync/semaphore.cpp:413  mutex_.lock();
+ *   C2_load  src/sync/semaphore.cpp:414  const std::uint64_t s = waiter->state.load(std::memory_order_acquire);
+ *   C2_test  src/sync/semaphore.cpp:426  if (s == 0 || (s & SemaphoreWaiter::kClosedBit) || waiter->linked) {
+ *   C2_remove  src/sync/semaphore.cpp:427  if (waiter->linked) waiters_.remove(waiter);
+ *   C2_give  src/sync/semaphore.cpp:439  release_unchecked(requested - (s & ~SemaphoreWaiter::kClosedBit));
+ *   C2_retry  src/sync/semaphore.cpp:446  backoff.once();
  *   C2_spin  include/volt/detail/spin_wait.hpp:37  SpinLock::pause();
  *   C2_yield  include/volt/detail/spin_wait.hpp:39  std::this_thread::yield();
- *   K1  src/sync/semaphore.cpp:265  std::unique_lock lock(mutex_);
- *   K2  src/sync/semaphore.cpp:266  permits_.fetch_or(kClosed, std::memory_order_release);
- *   K4_load  src/sync/semaphore.cpp:268  const std::uint64_t still = waiter->state.load(std::memory_order_relaxed);
- *   K4  src/sync/semaphore.cpp:270  waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_release);
- *   K6  src/sync/semaphore.cpp:272  lock.unlock();
- *   K3  src/sync/semaphore.cpp:279  if (SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel)) finish(waiter);
- *   K5  src/sync/semaphore.cpp:280  while (SemaphoreWaiter* waiter = waiters_.pop_front())
- *   K7  src/sync/semaphore.cpp:282  lock.unlock();
- *   F  src/sync/semaphore.cpp:328  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
+ *   K1  src/sync/semaphore.cpp:458  std::unique_lock lock(mutex_);
+ *   K2  src/sync/semaphore.cpp:459  permits_.fetch_or(kClosed, std::memory_order_release);
+ *   K4_load  src/sync/semaphore.cpp:461  const std::uint64_t still = waiter->state.load(std::memory_order_relaxed);
+ *   K4  src/sync/semaphore.cpp:463  waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_release);
+ *   K6  src/sync/semaphore.cpp:465  lock.unlock();
+ *   K3  src/sync/semaphore.cpp:472  if (SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel)) finish(waiter);
+ *   K5  src/sync/semaphore.cpp:473  while (SemaphoreWaiter* waiter = waiters_.pop_front())
+ *   K7  src/sync/semaphore.cpp:475  lock.unlock();
+ *   F  src/sync/semaphore.cpp:529  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
  */
 
 #ifndef ACQ
