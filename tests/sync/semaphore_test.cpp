@@ -8,7 +8,9 @@
 #include <chrono>
 #include <random>
 #include <thread>
+#include <optional>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -402,6 +404,208 @@ TEST_P(SemaphoreTest, WaitersAbortedAtRandomAmidContentionKeepTheCount) {
   EXPECT_EQ(done.load(), 8u);
   EXPECT_EQ(sem.available_permits(), 2u) << "a permit was lost or duplicated";
   EXPECT_LE(max_inside.load(), 2) << "more permits held at once than exist";
+}
+
+// ---- barging mode (Fairness::kBarging: Mutex and RwLock) ----
+
+// Queues for one permit, then records that it got it.
+Task<void> wait_one(Semaphore* sem, std::atomic<int>* queued, std::atomic<int>* got) {
+  auto acquire = sem->acquire(1);
+  queued->fetch_add(1);
+  Expected<SemaphorePermit> p = co_await acquire;
+  EXPECT_TRUE(p);
+  got->fetch_add(1);
+}
+
+// On the current-thread runtime: whether a running try_acquire can take a
+// permit released while a waiter queues, and whether that waiter then gets
+// the next one.
+Task<std::pair<bool, int>> take_after_release(Semaphore* sem) {
+  std::optional<SemaphorePermit> held = sem->try_acquire(1);
+  EXPECT_TRUE(held);
+  std::atomic<int> queued{0}, got{0};
+  JoinHandle<void> waiter = volt::spawn(wait_one(sem, &queued, &got));
+  co_await volt::yield_now();  // it queues (the permit is held)
+  EXPECT_EQ(queued.load(), 1);
+  held.reset();  // released while it waits; it has not run since
+  std::optional<SemaphorePermit> barged = sem->try_acquire(1);
+  const bool took = barged.has_value();
+  barged.reset();
+  co_await waiter;
+  co_return std::make_pair(took, got.load());
+}
+
+TEST(SemaphoreBarging, ARunningAcquireTakesAPermitReleasedWhileAWaiterQueues) {
+  Runtime rt = make_runtime(kCurrentThread);
+  Semaphore barging(1, Semaphore::Fairness::kBarging);
+  EXPECT_EQ(rt.block_on(take_after_release(&barging)), std::make_pair(true, 1));
+  EXPECT_EQ(barging.available_permits(), 1u);
+  // kFifo (the default): the release went to the waiter, so nothing to take.
+  Semaphore fifo(1);
+  EXPECT_EQ(rt.block_on(take_after_release(&fifo)), std::make_pair(false, 1));
+  EXPECT_EQ(fifo.available_permits(), 1u);
+}
+
+// A running task takes every permit released while `waiter` queues, letting
+// it retry (and fail) in between, until the semaphore turns strict: then
+// the release goes to the waiter and try_acquire fails. Returns how many
+// times the running task got in first.
+Task<std::uint32_t> pass_over_until_strict(Semaphore* sem, std::atomic<int>* got) {
+  std::optional<SemaphorePermit> held = sem->try_acquire(1);
+  EXPECT_TRUE(held);
+  std::atomic<int> queued{0};
+  JoinHandle<void> waiter = volt::spawn(wait_one(sem, &queued, got));
+  co_await volt::yield_now();
+  std::uint32_t passed = 0;
+  for (int round = 0; round < 10; ++round) {
+    held.reset();  // wakes the waiter to retry
+    held = sem->try_acquire(1);
+    if (!held) break;  // strict: the release was handed to the waiter
+    ++passed;
+    co_await volt::yield_now();  // its retry finds nothing and queues again
+    EXPECT_EQ(got->load(), 0);
+  }
+  co_await waiter;
+  co_return passed;
+}
+
+TEST(SemaphoreBarging, AWaiterPassedOverKStrictAfterTimesIsServedNext) {
+  Runtime rt = make_runtime(kCurrentThread);
+  Semaphore sem(1, Semaphore::Fairness::kBarging);
+  std::atomic<int> got{0};
+  EXPECT_EQ(rt.block_on(pass_over_until_strict(&sem, &got)), Semaphore::kStrictAfter);
+  EXPECT_EQ(got.load(), 1);
+  EXPECT_EQ(sem.available_permits(), 1u);
+  // Relaxed again once it was served: a release with a waiter queued can be
+  // taken by a running acquire.
+  EXPECT_EQ(rt.block_on(take_after_release(&sem)), std::make_pair(true, 1));
+}
+
+// Two waiters queue; a release wakes the first, which is aborted before it
+// retries: its wake-up must pass to the second.
+Task<int> abort_the_woken(Semaphore* sem) {
+  std::optional<SemaphorePermit> held = sem->try_acquire(1);
+  EXPECT_TRUE(held);
+  std::atomic<int> queued{0}, got{0};
+  JoinHandle<void> first = volt::spawn(wait_one(sem, &queued, &got));
+  co_await volt::yield_now();
+  JoinHandle<void> second = volt::spawn(wait_one(sem, &queued, &got));
+  co_await volt::yield_now();
+  EXPECT_EQ(queued.load(), 2);
+  held.reset();  // wakes `first` to retry
+  first.abort();
+  try {
+    co_await first;
+    ADD_FAILURE() << "the aborted waiter completed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code(errc::cancelled));
+  }
+  co_await second;  // hangs (kNotHung) if the wake-up died with `first`
+  co_return got.load();
+}
+
+TEST(SemaphoreBarging, AnAbortedWokenWaiterPassesItsWakeUpOn) {
+  Runtime rt = make_runtime(kCurrentThread);
+  Semaphore sem(1, Semaphore::Fairness::kBarging);
+  EXPECT_EQ(rt.block_on(abort_the_woken(&sem)), 1);
+  EXPECT_EQ(sem.available_permits(), 1u);
+}
+
+// A waiter for 2 holds a partial grant of 1 and is woken to retry; close()
+// comes before the retry: it must fail with closed and give its permit back.
+Task<std::error_code> woken_then_closed(Semaphore* sem) {
+  std::optional<SemaphorePermit> held = sem->try_acquire(1);  // of 2
+  EXPECT_TRUE(held);
+  JoinHandle<std::error_code> waiter = volt::spawn(wait_then_report(sem));  // drains 1, queues
+  co_await volt::yield_now();
+  EXPECT_EQ(sem->available_permits(), 0u);
+  held.reset();  // wakes it to retry
+  sem->close();
+  co_return co_await waiter;
+}
+
+TEST(SemaphoreBarging, CloseReachesAWaiterWokenToRetry) {
+  Runtime rt = make_runtime(kCurrentThread);
+  Semaphore sem(2, Semaphore::Fairness::kBarging);
+  EXPECT_EQ(rt.block_on(woken_then_closed(&sem)), code(errc::closed));
+  EXPECT_EQ(sem.available_permits(), 2u) << "the partial grant or the release was lost";
+}
+
+Task<void> take_many(Semaphore* sem, std::uint64_t n, int rounds, std::atomic<int>* inside,
+                     std::atomic<int>* max_inside) {
+  for (int i = 0; i < rounds; ++i) {
+    Expected<SemaphorePermit> p = co_await sem->acquire(n);
+    EXPECT_TRUE(p);
+    enter_holders(inside, max_inside, n);
+    if (i % 4 == 0) co_await volt::yield_now();
+    inside->fetch_sub(static_cast<int>(n));
+  }
+}
+
+TEST_P(SemaphoreTest, BargingOnePermitAcquirersDoNotStarveAManyPermitOne) {
+  Runtime rt = make_runtime(GetParam());
+  Semaphore sem(4, Semaphore::Fairness::kBarging);
+  std::atomic<int> inside{0};
+  std::atomic<int> max_inside{0};
+  std::vector<JoinHandle<void>> hs;
+  for (int t = 0; t < 4; ++t)
+    hs.push_back(rt.spawn(take_many(&sem, 1, 20'000, &inside, &max_inside)));
+  // All four permits at once, while the others keep taking one at a time:
+  // it finishes (within kNotHung) only if a waiter cannot be passed over
+  // for ever.
+  JoinHandle<void> big = rt.spawn(take_many(&sem, 4, 500, &inside, &max_inside));
+  big.join();
+  for (auto& h : hs)
+    h.join();
+  EXPECT_EQ(sem.available_permits(), 4u);
+  EXPECT_LE(max_inside.load(), 4) << "more permits held at once than exist";
+}
+
+TEST_P(SemaphoreTest, BargingContendedAcquireReleaseWithRandomCancellationKeepsTheCount) {
+  Runtime rt = make_runtime(GetParam());
+  Semaphore sem(2, Semaphore::Fairness::kBarging);
+  std::atomic<int> inside{0};
+  std::atomic<int> max_inside{0};
+  std::atomic<std::uint64_t> done{0};
+  const int ops = 100'000;
+  std::vector<JoinHandle<void>> hs;
+  for (int t = 0; t < 8; ++t)
+    hs.push_back(rt.spawn(churn(&sem, ops, 4321 + t, &inside, &max_inside, &done)));
+  auto killer =
+      rt.spawn(abort_victims(&sem, static_cast<int>(scale(20'000)), 11, &inside, &max_inside));
+  for (auto& h : hs)
+    h.join();
+  EXPECT_GT(killer.join(), 0u) << "no victim was aborted: the test exercised nothing";
+  EXPECT_EQ(done.load(), 8u);
+  EXPECT_EQ(sem.available_permits(), 2u) << "a permit was lost or duplicated";
+  EXPECT_LE(max_inside.load(), 2) << "more permits held at once than exist";
+}
+
+TEST(SemaphoreBarging, PlainThreadsContendWithTasks) {
+  Semaphore sem(2, Semaphore::Fairness::kBarging);
+  std::atomic<int> inside{0};
+  std::atomic<int> max_inside{0};
+  Runtime rt = make_runtime(kMultiThread2);
+  std::vector<JoinHandle<void>> hs;
+  for (int t = 0; t < 4; ++t)
+    hs.push_back(rt.spawn(take_many(&sem, 1 + t % 2, 5'000, &inside, &max_inside)));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5'000; ++i) {
+        const std::uint64_t n = 1 + (i + t) % 2;
+        Expected<SemaphorePermit> p = sem.acquire_blocking(n);
+        ASSERT_TRUE(p);
+        enter_holders(&inside, &max_inside, n);
+        inside.fetch_sub(static_cast<int>(n));
+      }
+    });
+  for (auto& th : threads)
+    th.join();
+  for (auto& h : hs)
+    h.join();
+  EXPECT_EQ(sem.available_permits(), 2u);
+  EXPECT_LE(max_inside.load(), 2);
 }
 
 // ---- allocation ----
