@@ -317,9 +317,9 @@
  *   no K6).
  *
  * Step-to-line mapping:
- *   T1  include/volt/sync/semaphore.hpp:495  std::uint64_t current = permits_.load(std::memory_order_acquire);
- *   T1_closed  include/volt/sync/semaphore.hpp:497  if ((current & kClosed) || (current >> kCountShift) < n) return false;
- *   T1_cas  include/volt/sync/semaphore.hpp:500  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
+ *   T1  include/volt/sync/semaphore.hpp:510  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   T1_closed  include/volt/sync/semaphore.hpp:512  if ((current & kClosed) || (current >> kCountShift) < n) return false;
+ *   T1_cas  include/volt/sync/semaphore.hpp:515  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
  *   A1  src/sync/semaphore.cpp:348  std::lock_guard guard(mutex_);
  *   A2_load  src/sync/semaphore.cpp:352  std::uint64_t current = permits_.load(std::memory_order_acquire);
  *   A2c  src/sync/semaphore.cpp:355  if (current & kClosed) break;
@@ -332,9 +332,9 @@
  *   A5_fast  src/sync/semaphore.cpp:393  fast_.store(waiter, std::memory_order_release);
  *   A5_list  src/sync/semaphore.cpp:395  waiters_.push_back(waiter);
  *   A6  src/sync/semaphore.cpp:397  return AcquireResult::kQueued;
- *   W  include/volt/sync/semaphore.hpp:112  const std::uint64_t s = state.load(std::memory_order_acquire);
- *   W_closed  include/volt/sync/semaphore.hpp:341  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
- *   W_giveback  include/volt/sync/semaphore.hpp:342  semaphore_.give_back_partial(&waiter_);
+ *   W  include/volt/sync/semaphore.hpp:126  const std::uint64_t s = state.load(std::memory_order_acquire);
+ *   W_closed  include/volt/sync/semaphore.hpp:355  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
+ *   W_giveback  include/volt/sync/semaphore.hpp:356  semaphore_.give_back_partial(&waiter_);
  *   G_load  src/sync/semaphore.cpp:452  waiter->state.load(std::memory_order_acquire) & SemaphoreWaiter::kNeededMask;
  *   G_release  src/sync/semaphore.cpp:453  release_unchecked(waiter->requested - still);
  *   B_wait  src/sync/semaphore.cpp:502  if (s == 0 || (s & SemaphoreWaiter::kClosedBit)) break;
@@ -356,7 +356,7 @@
  *   L8  src/sync/semaphore.cpp:228  waiter->state.store(0, std::memory_order_release);
  *   L9  src/sync/semaphore.cpp:230  mutex_.unlock();
  *   L10  src/sync/semaphore.cpp:235  mutex_.unlock();
- *   D  include/volt/sync/semaphore.hpp:295  if (queued_) semaphore_.cancel(&waiter_);
+ *   D  include/volt/sync/semaphore.hpp:309  if (queued_) semaphore_.cancel(&waiter_);
  *   C1  src/sync/semaphore.cpp:406  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
  *   C1_give  src/sync/semaphore.cpp:410  release_unchecked(requested - (still & ~SemaphoreWaiter::kClosedBit));
  *   C2  src/sync/semaphore.cpp:413  mutex_.lock();

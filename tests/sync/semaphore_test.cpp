@@ -6,9 +6,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <thread>
-#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>

@@ -18,9 +18,16 @@
 //
 // Guarantees:
 //  - A Semaphore(1) holding the value (the reference design's, docs/design.md), so it
-//    inherits its properties: FIFO hand-off to waiters, no allocation to
-//    wait, a waiting lock() cancelled by destruction (abort, timeout, select)
-//    with nothing lost.
+//    inherits its properties: no allocation to wait, a waiting lock()
+//    cancelled by destruction (abort, timeout, select) with nothing lost.
+//  - Bounded barging (Semaphore::Fairness::kBarging), not Tokio's strict
+//    FIFO: unlock() frees the lock and wakes the oldest waiter, and a task
+//    that is running may take the lock first. Waiters are woken oldest
+//    first, and one passed over 3 times in a row (Semaphore::kStrictAfter)
+//    gets the lock handed to it next. Under contention a task then keeps
+//    the lock for a run of lock()s instead of paying a task switch for
+//    each (mutex_contended at 4 workers on 2 cores: 12 ns, against 40 with
+//    hand-off).
 //  - The guard is the only way to the value; destroying it unlocks. Guards
 //    are movable, not copyable. A moved-from guard may only be destroyed or
 //    assigned to.

@@ -27,11 +27,16 @@
 //    reference design's, docs/design.md): a reader takes one, a writer takes
 //    all of them. So it inherits the semaphore's properties: no allocation
 //    to wait, a waiting read() or write() cancelled by destruction (abort,
-//    timeout, select) with nothing lost, FIFO service.
-//  - Writer priority, from FIFO and partial grants: a queued writer drains
-//    the permits as readers return them, so a reader that arrives after it
-//    waits behind it, however many readers hold the lock; a steady stream of
-//    readers cannot starve a writer.
+//    timeout, select) with nothing lost; the barging mode of Mutex
+//    (Semaphore::Fairness::kBarging): waiters are woken oldest first, a
+//    running task may get in ahead of them, and one passed over 3 times in
+//    a row is served next, in order.
+//  - Writer priority, from partial grants: a queued writer (the oldest
+//    waiter) drains the permits as readers return them, so a reader that
+//    arrives after it finds none and waits behind it, however many readers
+//    hold the lock, except when it comes between a return and the writer's
+//    retry; a writer passed over so 3 times is served next. A steady
+//    stream of readers cannot starve a writer.
 //  - The guards are the only way to the value (const for readers); destroying
 //    one unlocks. WriteGuard::downgrade() turns a write lock into a read lock
 //    without letting a writer in between. A moved-from guard may only be

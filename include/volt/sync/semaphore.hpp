@@ -18,11 +18,22 @@
 //  - Waiting allocates nothing: the waiter lives in the Acquire operation (in
 //    the awaiting frame). Destroying it while it waits (abort, timeout,
 //    select) withdraws it and gives back any permits it had been granted.
-//  - FIFO: permits go to waiters in arrival order; a waiter that needs n
-//    permits is granted them as they are released (partial grants), and
-//    later waiters wait behind it even if they need fewer.
-//  - Permits never sit in the counter while a waiter queues: release() hands
-//    them straight to the oldest waiter.
+//  - FIFO (Fairness::kFifo, the default, Tokio's): permits go to waiters in
+//    arrival order; a waiter that needs n permits is granted them as they
+//    are released (partial grants), and later waiters wait behind it even
+//    if they need fewer. Permits never sit in the counter while a waiter
+//    queues: release() hands them straight to the oldest waiter.
+//  - Barging (Fairness::kBarging, what Mutex and RwLock use): release() puts
+//    the permits in the counter and wakes the oldest waiter to take them; a
+//    running acquire (or try_acquire, forget_permits) may take them first.
+//    Waiters are still woken oldest first, and one passed over
+//    kStrictAfter (3) times in a row makes the semaphore FIFO until it is
+//    served. A lock that running tasks release and retake then costs no
+//    task switch per acquisition (with FIFO hand-off, once a queue forms
+//    the releaser's next acquire queues behind the waiter it woke, for
+//    good: 40 ns an acquisition against 12 in mutex_contended at 4 workers
+//    on 2 cores). Only the oldest waiter is granted part of what it needs.
+//      volt::Semaphore lock_like(1, volt::Semaphore::Fairness::kBarging);
 //  - try_acquire never waits and never takes the lock.
 //  - close(): waiting and later acquires fail with errc::closed; permits held
 //    stay valid and may still be released. try_acquire then fails.
@@ -59,7 +70,10 @@
 // partial grant happens outside the mutex and no newcomer overtakes); a
 // waiter's completion is published after its waker is copied and it is
 // unlinked; cancelling a waiter that a releaser holds out of the slot waits
-// for that releaser.
+// for that releaser. Barging mode (tests/model/semaphore_barging.pml): a
+// woken bit in the same word coalesces the wake-ups (one waiter retries at a
+// time, and passes the wake-up on), and a strict bit turns the hand-off
+// protocol back on for a starving waiter's turn.
 #pragma once
 
 #include <atomic>
@@ -388,7 +402,8 @@ class Semaphore {
       const std::uint64_t s = waiter_.state.load(std::memory_order_acquire);
       if (!(s & detail::SemaphoreWaiter::kRetryBit))
         return s == 0 || (s & detail::SemaphoreWaiter::kClosedBit);
-      return semaphore_.retry(&waiter_, detail::make_task_waker(detail::tls_context.current_task)) !=
+      return semaphore_.retry(&waiter_,
+                              detail::make_task_waker(detail::tls_context.current_task)) !=
              AcquireResult::kQueued;
     }
     Semaphore& semaphore_;
