@@ -386,24 +386,31 @@ Task<std::uint64_t> abort_victims(Semaphore* sem, int rounds, std::uint64_t seed
   co_return cancelled;
 }
 
-TEST_P(SemaphoreTest, WaitersAbortedAtRandomAmidContentionKeepTheCount) {
-  Runtime rt = make_runtime(GetParam());
-  Semaphore sem(2);
+// 8 tasks churn on a semaphore of 2 (acquire 1 or 2, some waits cancelled
+// by a timeout) while another task spawns and aborts waiters at random.
+void churn_with_aborts(Flavour flavour, Semaphore::Fairness fairness, std::uint64_t seed,
+                       std::uint64_t abort_seed) {
+  Runtime rt = make_runtime(flavour);
+  Semaphore sem(2, fairness);
   std::atomic<int> inside{0};
   std::atomic<int> max_inside{0};
   std::atomic<std::uint64_t> done{0};
   const int ops = 100'000;  // the figure, under the sanitizers too
   std::vector<JoinHandle<void>> hs;
   for (int t = 0; t < 8; ++t)
-    hs.push_back(rt.spawn(churn(&sem, ops, 99 + t, &inside, &max_inside, &done)));
-  auto killer =
-      rt.spawn(abort_victims(&sem, static_cast<int>(scale(20'000)), 7, &inside, &max_inside));
+    hs.push_back(rt.spawn(churn(&sem, ops, seed + t, &inside, &max_inside, &done)));
+  auto killer = rt.spawn(
+      abort_victims(&sem, static_cast<int>(scale(20'000)), abort_seed, &inside, &max_inside));
   for (auto& h : hs)
     h.join();
   EXPECT_GT(killer.join(), 0u) << "no victim was aborted: the test exercised nothing";
   EXPECT_EQ(done.load(), 8u);
   EXPECT_EQ(sem.available_permits(), 2u) << "a permit was lost or duplicated";
   EXPECT_LE(max_inside.load(), 2) << "more permits held at once than exist";
+}
+
+TEST_P(SemaphoreTest, WaitersAbortedAtRandomAmidContentionKeepTheCount) {
+  churn_with_aborts(GetParam(), Semaphore::Fairness::kFifo, 99, 7);
 }
 
 // ---- barging mode (Fairness::kBarging: Mutex and RwLock) ----
@@ -561,24 +568,8 @@ TEST_P(SemaphoreTest, BargingOnePermitAcquirersDoNotStarveAManyPermitOne) {
   EXPECT_LE(max_inside.load(), 4) << "more permits held at once than exist";
 }
 
-TEST_P(SemaphoreTest, BargingContendedAcquireReleaseWithRandomCancellationKeepsTheCount) {
-  Runtime rt = make_runtime(GetParam());
-  Semaphore sem(2, Semaphore::Fairness::kBarging);
-  std::atomic<int> inside{0};
-  std::atomic<int> max_inside{0};
-  std::atomic<std::uint64_t> done{0};
-  const int ops = 100'000;
-  std::vector<JoinHandle<void>> hs;
-  for (int t = 0; t < 8; ++t)
-    hs.push_back(rt.spawn(churn(&sem, ops, 4321 + t, &inside, &max_inside, &done)));
-  auto killer =
-      rt.spawn(abort_victims(&sem, static_cast<int>(scale(20'000)), 11, &inside, &max_inside));
-  for (auto& h : hs)
-    h.join();
-  EXPECT_GT(killer.join(), 0u) << "no victim was aborted: the test exercised nothing";
-  EXPECT_EQ(done.load(), 8u);
-  EXPECT_EQ(sem.available_permits(), 2u) << "a permit was lost or duplicated";
-  EXPECT_LE(max_inside.load(), 2) << "more permits held at once than exist";
+TEST_P(SemaphoreTest, BargingWaitersAbortedAtRandomAmidContentionKeepTheCount) {
+  churn_with_aborts(GetParam(), Semaphore::Fairness::kBarging, 4321, 11);
 }
 
 TEST(SemaphoreBarging, PlainThreadsContendWithTasks) {
