@@ -182,6 +182,7 @@ class Channel {
   RingResult try_push(T& value, bool* gated = nullptr) noexcept {
     std::uint64_t word = tail_.load(std::memory_order_relaxed);
     int in_flight_spins = 0;
+    volt::detail::ContentionBackoff contention;
     for (;;) {
       if (word & mark_bit_) return RingResult::kClosed;
       if (!kGranted && (word & send_gate_bit_)) {
@@ -222,6 +223,7 @@ class Channel {
           if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
           return RingResult::kDone;
         }
+        contention.once();
         continue;  // the word was reloaded by the failed CAS
       }
       if (stamp + one_lap_ == tail + 1) {
@@ -231,12 +233,15 @@ class Channel {
         if (head + one_lap_ == tail || ++in_flight_spins > kInFlightSpins)
           return RingResult::kNotNow;
         volt::detail::SpinLock::pause();
-      } else if (stamp < tail && ++in_flight_spins > kInFlightSpins) {
+      } else if (stamp < tail) {
         // The previous lap's send at this slot has not published yet: the
         // ring is full until it does and a receive takes it.
-        return RingResult::kNotNow;
+        if (++in_flight_spins > kInFlightSpins) return RingResult::kNotNow;
+      } else {
+        // Beyond tail: another sender took this position since our load of
+        // tail, a race lost as much as a failed claim.
+        contention.once();
       }
-      // (stamp beyond tail: another sender took tail; reload it.)
       word = tail_.load(std::memory_order_relaxed);
     }
   }
@@ -248,6 +253,7 @@ class Channel {
   // from done unless its thread was preempted; SpinWait yields then).
   RingResult push_reserved(T& value) noexcept {
     volt::detail::SpinWait backoff;
+    volt::detail::ContentionBackoff contention;
     std::uint64_t word = tail_.load(std::memory_order_relaxed);
     for (;;) {
       if (word & mark_bit_) return RingResult::kClosed;
@@ -266,6 +272,7 @@ class Channel {
           if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
           return RingResult::kDone;
         }
+        contention.once();
         continue;
       }
       // stamp + one_lap_ == tail + 1: a receive is still reading the slot
@@ -388,6 +395,7 @@ class Channel {
   RingResult try_pop(std::optional<T>& out) noexcept {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     int in_flight_spins = 0;
+    volt::detail::ContentionBackoff contention;
     for (;;) {
       Slot& slot = slots_[head & (mark_bit_ - 1)];
       // seq_cst: R2 of the Dekker pair in a waiting receiver's re-check, and
@@ -404,6 +412,7 @@ class Channel {
           slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
           return RingResult::kDone;
         }
+        contention.once();
         continue;
       }
       if (stamp == head) {
@@ -422,8 +431,11 @@ class Channel {
         if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
         if (++in_flight_spins > kInFlightSpins) return RingResult::kNotNow;
         volt::detail::SpinLock::pause();
+      } else {
+        // Beyond head + 1: another receiver took this position since our
+        // load of head (a lost race, as a failed claim).
+        contention.once();
       }
-      // (stamp beyond head + 1: another receiver took head; reload it.)
       head = head_.load(std::memory_order_relaxed);
     }
   }

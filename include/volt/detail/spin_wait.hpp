@@ -46,4 +46,26 @@ class SpinWait {
   int pauses_ = 0;
 };
 
+// ContentionBackoff: the wait after losing a race for a contended word (a
+// compare-exchange that failed because another thread's succeeded): twice as
+// many pauses after each loss, 1 to kMaxPauses. Without it the losers retry
+// at once and pull the word's cache line away from the winner after each of
+// its operations; with it the winner's core keeps the line for a few of its
+// next ones (crossbeam's ArrayQueue backs off the same way). It never
+// yields: a lost race means the winner ran, so nothing waits on a preempted
+// thread here (SpinWait is for that).
+class ContentionBackoff {
+ public:
+  static constexpr int kMaxPauses = 32;
+
+  void once() noexcept {
+    for (int i = 0; i < pauses_; ++i)
+      SpinLock::pause();
+    if (pauses_ < kMaxPauses) pauses_ *= 2;
+  }
+
+ private:
+  int pauses_ = 1;
+};
+
 }  // namespace volt::detail
