@@ -135,6 +135,7 @@ void Semaphore::release_unchecked(std::uint64_t n) noexcept {
   // permits guarded is visible to the next holder). A failed CAS (relaxed:
   // only the bits are looked at) re-reads the word.
   std::uint64_t current = permits_.load(std::memory_order_relaxed);
+  detail::ContentionBackoff contention;
   while (!(current & kQueued) || (barging_ && !(current & kStrict))) {
     if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
                                        std::memory_order_release, std::memory_order_relaxed)) {
@@ -149,6 +150,7 @@ void Semaphore::release_unchecked(std::uint64_t n) noexcept {
       }
       return;
     }
+    contention.once();  // another release or a take won the word
   }
   // Tier 1: the fast slot, lock-free. A plain load first: with nobody
   // waiting (the common case) the exchange's cache-line write is wasted. A

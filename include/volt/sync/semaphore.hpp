@@ -85,6 +85,7 @@
 
 #include "volt/detail/intrusive_list.hpp"
 #include "volt/detail/spin_lock.hpp"
+#include "volt/detail/spin_wait.hpp"
 #include "volt/detail/task_header.hpp"
 #include "volt/detail/waker.hpp"
 #include "volt/error.hpp"
@@ -508,6 +509,7 @@ class Semaphore {
 
   bool try_take(std::uint64_t n) noexcept {
     std::uint64_t current = permits_.load(std::memory_order_acquire);
+    detail::ContentionBackoff contention;
     for (;;) {
       if ((current & kClosed) || (current >> kCountShift) < n) return false;
       // acquire on success: pairs with the release of whoever added the
@@ -515,6 +517,7 @@ class Semaphore {
       if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
                                          std::memory_order_acquire, std::memory_order_acquire))
         return true;
+      contention.once();  // the word changed under us: another take or a release won
     }
   }
   // The slow path of acquire, under the mutex (src/sync/semaphore.cpp).
