@@ -58,19 +58,23 @@ Sample semaphore_try_acquire(std::uint64_t ops) {
   return meter.stop();
 }
 
-// get() on an initialised cell; the value is read and kept alive. black_box
-// on the cell's address keeps the load inside the loop (Tokio's
-// black_box(&cell)).
+// get() on an initialised cell; the value is read and kept alive. As
+// Tokio's black_box(&cell): the cell's address passes through an opaque
+// register each time, so the flag and the value are loaded every iteration.
+// (A black_box with a memory clobber instead made the compiler reload the
+// flag from its stack slot, a loop this AMD core ran at 1 or 2.7 cycles an
+// iteration depending on the process's stack address.)
 Sample oncecell_get(std::uint64_t ops) {
   volt::OnceCell<std::uint64_t> cell;
   if (!cell.set(42)) throw std::logic_error("oncecell_get: fresh cell refused a value");
   volt::OnceCell<std::uint64_t>* cell_ptr = &cell;
   Meter meter = Meter::start();
   for (std::uint64_t i = 0; i < ops; ++i) {
-    black_box(cell_ptr);
+    asm volatile("" : "+r"(cell_ptr));
     const std::uint64_t* value = cell_ptr->get();
     if (!value) throw std::logic_error("oncecell_get: not initialised");
-    black_box(*value);
+    std::uint64_t v = *value;
+    asm volatile("" : : "r"(v));
   }
   return meter.stop();
 }
