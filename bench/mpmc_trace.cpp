@@ -49,7 +49,10 @@ struct Stamp {
 std::atomic<int> next_thread{0};
 thread_local int thread_index = -1;
 
-int this_thread() {
+// Out of line: inlined into a coroutine body, the thread-local's address
+// could be kept across a suspension and read the previous thread's index
+// after the task moved (see join_handle.hpp on GCC's cached TLS address).
+[[gnu::noinline]] int this_thread() {
   if (thread_index < 0) thread_index = next_thread.fetch_add(1, std::memory_order_relaxed);
   return thread_index;
 }
