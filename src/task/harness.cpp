@@ -253,13 +253,19 @@ TaskHeader* current_task_or_throw() {
   return task;
 }
 
-bool coop_try_consume() noexcept {
+bool coop_try_consume_slow() noexcept {
   // Outside a task (no budget installed) there is nothing to be fair to.
   if (!tls_context.current_task) return true;
   if (tls_context.budget <= 0) return false;
   --tls_context.budget;
   return true;
 }
+
+#if !VOLT_DETAIL_FRESH_TLS
+ThreadContext* this_thread_context() noexcept {
+  return &tls_context;
+}
+#endif
 
 bool coop_budget_spent() noexcept {
   return tls_context.current_task != nullptr && tls_context.budget <= 0;

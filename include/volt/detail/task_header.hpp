@@ -216,7 +216,36 @@ struct ThreadContext {
   // inside the driver, whose wakes it queues FIFO anyway.)
   bool in_order_wakes;
 };
+// The assembler name lets this_thread_context() below name it; initial-exec
+// keeps it at a fixed offset from the thread pointer in every thread (a
+// shared libvolt must then be loaded at start-up, not dlopen()ed late).
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__)
+#define VOLT_DETAIL_FRESH_TLS 1
+extern thread_local ThreadContext tls_context asm("volt_detail_tls_context")
+    __attribute__((tls_model("initial-exec")));
+#else
 extern thread_local ThreadContext tls_context;
+#endif
+
+// This thread's ThreadContext, computed afresh on every call. Inlined into a
+// coroutine body, a plain `&tls_context` may be computed once and reused
+// after the coroutine resumed on another thread (GCC treats the thread
+// pointer as constant within a function): the asm volatile re-reads the
+// thread pointer (%fs:0) each time, and the variable's offset from it, the
+// same in every thread, comes from the GOT. Where that is not available the
+// access goes through a function call, which cannot be cached either.
+#if VOLT_DETAIL_FRESH_TLS
+inline ThreadContext* this_thread_context() noexcept {
+  ThreadContext* ctx;
+  asm volatile(
+      "movq %%fs:0, %0\n\t"
+      "addq volt_detail_tls_context@gottpoff(%%rip), %0"
+      : "=r"(ctx));
+  return ctx;
+}
+#else
+ThreadContext* this_thread_context() noexcept;
+#endif
 
 inline constexpr int kCoopBudget = 128;
 

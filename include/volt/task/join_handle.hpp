@@ -61,11 +61,24 @@ void join_handle_block(TaskHeader* task);
 // another runtime's, inline polls nested too deep, or no budget left).
 bool join_inline(TaskHeader* task) noexcept;
 // Consumes a cooperative-budget unit; false when the poll's budget is spent.
-bool coop_try_consume() noexcept;
+// Inline: channels and sync primitives call it on every operation that
+// completes at once. Only a poll installs a positive budget (outside every
+// task it is 0), so a positive one is the current task's to spend; the
+// rest (spent, or no task) is decided out of line.
+bool coop_try_consume_slow() noexcept;
+inline bool coop_try_consume() noexcept {
+  ThreadContext* ctx = this_thread_context();
+  if (ctx->budget > 0) [[likely]] {
+    --ctx->budget;
+    return true;
+  }
+  return coop_try_consume_slow();
+}
 // Whether the current task's poll has no budget left, without spending any.
-// Out of line as coop_try_consume: inlined into a coroutine body, a
-// thread_local's address can be computed on one thread and used after the
-// coroutine resumed on another (UBSan caught it as a null ThreadContext).
+// Out of line: a thread_local read inline in a coroutine body can use an
+// address computed before the coroutine moved to another thread (UBSan once
+// caught it as a null ThreadContext); coop_try_consume, hot enough to be
+// inline, reads it through this_thread_context() instead.
 bool coop_budget_spent() noexcept;
 // Suspends the current task for one trip through its scheduler's queue.
 void yield_current(std::coroutine_handle<> suspended);
