@@ -832,9 +832,10 @@ class Sender {
     // enqueue() wakes after the lock is released instead.
     // granted: past the send gate (see Channel::try_push).
     // Always inline: await_ready's call of it is the whole send when there
-    // is room, and GCC kept it out of line (two RMWs of call overhead and
-    // frame spills a value: channel_mpmc at 1 worker 13.9 -> 12.2 ns a
-    // value with Recv::attempt inline too; the binary grew by 80 bytes).
+    // is room, and GCC kept it out of line (a call, and the spills of the
+    // coroutine's registers around it: channel_mpmc at 1 worker took 13.9
+    // ns a value, 12.2 with this and Recv::attempt inline; the benchmark
+    // binary grew by 80 bytes).
     [[gnu::always_inline]] bool attempt(bool wake_receiver = true, bool granted = false) {
       const detail::RingResult pushed =
           granted ? channel_->template try_push<true>(value_) : channel_->try_push(value_);
