@@ -217,8 +217,9 @@ struct ThreadContext {
   bool in_order_wakes;
 };
 // The assembler name lets this_thread_context() below name it; initial-exec
-// keeps it at a fixed offset from the thread pointer in every thread (a
-// shared libvolt must then be loaded at start-up, not dlopen()ed late).
+// keeps it at a fixed offset from the thread pointer in every thread. (A
+// libvolt loaded by dlopen() takes its 56 bytes from the static TLS that
+// glibc keeps in reserve for such libraries.)
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__)
 #define VOLT_DETAIL_FRESH_TLS 1
 extern thread_local ThreadContext tls_context asm("volt_detail_tls_context")
