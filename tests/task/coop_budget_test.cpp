@@ -71,16 +71,18 @@ pid_t thread_here() {
 volt::detail::ThreadContext* (*volatile context_out_of_line)() = &context_here;
 pid_t (*volatile current_thread_id)() = &thread_here;
 
-volt::Task<void> hold_the_worker() {
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+// Holds its worker until `resumed` (or 1 s, so that nothing can hang).
+volt::Task<void> hold_the_worker(const std::atomic<bool>* resumed) {
+  for (int i = 0; i < 10'000 && !resumed->load(); ++i)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   co_return;
 }
 
 // Spends budget, then moves to the other worker: it queues a task that holds
-// this worker for 2 ms (in the LIFO slot, so it runs next, and its spawn
-// wakes the other worker) and yields behind it, so the other worker steals
-// it. Counts the resumptions on another thread and checks, each time, that
-// the context it spends budget in is the one of the thread it is on.
+// this worker until it has resumed (in the LIFO slot, so it runs next) and
+// yields behind it (the yield wakes the other worker, which steals it).
+// Counts the resumptions on another thread and checks, each time, that the
+// context it spends budget in is the one of the thread it is on.
 volt::Task<int> hop_between_workers(int rounds) {
   int moves = 0;
   // Where the compiler first computes the context (a cached address would
@@ -93,8 +95,10 @@ volt::Task<int> hop_between_workers(int rounds) {
     EXPECT_EQ(got, i);
     EXPECT_EQ(volt::detail::this_thread_context(), context_out_of_line());
     const pid_t before = current_thread_id();
-    volt::JoinHandle<void> holder = volt::spawn(hold_the_worker());
+    std::atomic<bool> resumed{false};
+    volt::JoinHandle<void> holder = volt::spawn(hold_the_worker(&resumed));
     co_await volt::yield_now();
+    resumed.store(true);
     EXPECT_EQ(volt::detail::this_thread_context(), context_out_of_line());
     EXPECT_TRUE(volt::detail::coop_try_consume());  // a fresh poll has budget
     if (current_thread_id() != before) ++moves;
@@ -116,8 +120,9 @@ TEST(CoopBudget, IsSpentOnTheThreadATaskResumedOn) {
   const int moves = rt.block_on([]() -> volt::Task<int> {
     co_return co_await volt::spawn(hop_between_workers(50));  // on a worker
   }());
-  // Otherwise the test checked nothing.
-  EXPECT_GT(moves, 10);
+  // Otherwise the test checked nothing (each round moves unless the other
+  // worker took a whole second to wake, or the LIFO slot was capped).
+  EXPECT_GT(moves, 25);
 }
 
 INSTANTIATE_TEST_SUITE_P(Flavours, CoopBudgetTest, ::testing::Values(false, true),
