@@ -108,13 +108,13 @@
  *   pass_send  include/volt/channel/mpmc.hpp:505  if (room_at_tail()) send_waiters_.wake_one();
  *   wake_all_closing  include/volt/channel/mpmc.hpp:510  if (pushed == RingResult::kDoneClosing) {
  *   S_drop_grant  include/volt/channel/mpmc.hpp:773  channel_->send_waiters().drop_grant(&waiter_);
- *   S_wake_recv  include/volt/channel/mpmc.hpp:842  if (wake_receiver) channel_->wake_receivers(pushed);
- *   S_regrant  include/volt/channel/mpmc.hpp:857  const bool regrant = std::exchange(holds_grant_, false);
- *   S_retry  include/volt/channel/mpmc.hpp:881  if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this)) {
- *   S_retry_wake  include/volt/channel/mpmc.hpp:886  channel_->wake_receivers(pushed_);
- *   S_pass_on  include/volt/channel/mpmc.hpp:887  channel_->pass_on_after_woken_send();
- *   R_wake_send  include/volt/channel/mpmc.hpp:1347  if (wake_sender) channel_->send_waiters().wake_one();
- *   R_pass_on  include/volt/channel/mpmc.hpp:1373  if (value_) channel_->pass_on_after_woken_recv();
+ *   S_wake_recv  include/volt/channel/mpmc.hpp:847  if (wake_receiver) channel_->wake_receivers(pushed);
+ *   S_regrant  include/volt/channel/mpmc.hpp:862  const bool regrant = std::exchange(holds_grant_, false);
+ *   S_retry  include/volt/channel/mpmc.hpp:886  if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this)) {
+ *   S_retry_wake  include/volt/channel/mpmc.hpp:891  channel_->wake_receivers(pushed_);
+ *   S_pass_on  include/volt/channel/mpmc.hpp:892  channel_->pass_on_after_woken_send();
+ *   R_wake_send  include/volt/channel/mpmc.hpp:1353  if (wake_sender) channel_->send_waiters().wake_one();
+ *   R_pass_on  include/volt/channel/mpmc.hpp:1379  if (value_) channel_->pass_on_after_woken_recv();
  *   C2  include/volt/detail/channel_waiters.hpp:158  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
  *   E_regrant  src/channel/channel_waiters.cpp:20  if (++waiter->regrants == kStrictAfter) ++starving_;
  *   E_R1  src/channel/channel_waiters.cpp:29  waiting_.store(true, std::memory_order_seq_cst);
@@ -153,9 +153,9 @@
  *   drop_end_turn  src/channel/channel_waiters.cpp:120  end_turn(gone);
  *   F_want  src/channel/channel_waiters.cpp:245  if (queued && (gate_word_ == nullptr || strict() || granted_ == 0)) {
  *   F_raise  src/channel/channel_waiters.cpp:249  if (!waiting_.load(std::memory_order_relaxed)) waiting_.store(true, std::memory_order_seq_cst);
- *   S_regrant_pass  include/volt/channel/mpmc.hpp:867  if (regrant) channel_->pass_on_after_woken_send();
- *   K_regrant_pass  include/volt/channel/mpmc.hpp:1124  if (regrant && phase_ == kReserved) channel_->pass_on_after_woken_send();
- *   K_retry_gate  include/volt/channel/mpmc.hpp:1136  if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this, true)) {
+ *   S_regrant_pass  include/volt/channel/mpmc.hpp:872  if (regrant) channel_->pass_on_after_woken_send();
+ *   K_regrant_pass  include/volt/channel/mpmc.hpp:1129  if (regrant && phase_ == kReserved) channel_->pass_on_after_woken_send();
+ *   K_retry_gate  include/volt/channel/mpmc.hpp:1141  if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this, true)) {
  *
  * Not modelled: the value
  * itself (only positions), the waker (a woken task re-polls and runs the

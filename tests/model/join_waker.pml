@@ -176,9 +176,9 @@
  *   T5  include/volt/detail/task_state.hpp:301  Word prev = word_.fetch_and(~kJoinWaker, std::memory_order_acq_rel);
  *   T7  src/task/harness.cpp:71  if (task->state.transition_to_terminal(refs)) task->vtable->dealloc(task);
  *   T7  include/volt/detail/task_state.hpp:197  Word prev = word_.fetch_sub(count * kRefOne, std::memory_order_acq_rel);
- *   A1  include/volt/task/join_handle.hpp:132  return handle_.is_finished() && detail::coop_try_consume();
- *   A1  include/volt/task/join_handle.hpp:135  if (!handle_.task_->state.load().is_complete()) {
- *   J0  include/volt/task/join_handle.hpp:138  if (detail::join_inline(handle_.task_)) return false;
+ *   A1  include/volt/task/join_handle.hpp:145  return handle_.is_finished() && detail::coop_try_consume();
+ *   A1  include/volt/task/join_handle.hpp:148  if (!handle_.task_->state.load().is_complete()) {
+ *   J0  include/volt/task/join_handle.hpp:151  if (detail::join_inline(handle_.task_)) return false;
  *   J1  src/task/harness.cpp:214  if (!ctx.current_task || ctx.scheduler != task->scheduler) return false;
  *   J1  src/task/harness.cpp:215  if (tls_inline_depth >= kMaxInlineDepth || ctx.budget <= 0) return false;
  *   J2  src/task/harness.cpp:219  if (task->scheduler->take_queued(task)) {
@@ -193,27 +193,27 @@
  *   J7  src/task/harness.cpp:232  task->resume.poll();
  *   J7  src/task/harness.cpp:235  end_poll(task);
  *   J8  src/task/harness.cpp:236  return task->state.load().is_complete();
- *   R1  src/task/harness.cpp:292  TaskState::Snapshot snapshot = task->state.load();
- *   R2  src/task/harness.cpp:295  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
- *   R3  src/task/harness.cpp:297  task->join_waker = std::move(waker);  // drops any waker left from before
- *   R4  src/task/harness.cpp:298  if (task->state.set_join_waker()) return true;
+ *   R1  src/task/harness.cpp:298  TaskState::Snapshot snapshot = task->state.load();
+ *   R2  src/task/harness.cpp:301  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
+ *   R3  src/task/harness.cpp:303  task->join_waker = std::move(waker);  // drops any waker left from before
+ *   R4  src/task/harness.cpp:304  if (task->state.set_join_waker()) return true;
  *   R4  include/volt/detail/task_state.hpp:279  if (cur & kComplete) return false;
- *   R5  src/task/harness.cpp:299  task->join_waker.reset();  // completed before we published: still ours
- *   W   include/volt/task/join_handle.hpp:159  return static_cast<detail::TaskHeader*>(task)->state.load().is_complete();
- *   D0  include/volt/task/join_handle.hpp:127  if (registered_) detail::join_handle_withdraw(handle_.task_);
- *   D1  src/task/harness.cpp:304  if (task->state.unset_join_waker()) {
+ *   R5  src/task/harness.cpp:305  task->join_waker.reset();  // completed before we published: still ours
+ *   W   include/volt/task/join_handle.hpp:172  return static_cast<detail::TaskHeader*>(task)->state.load().is_complete();
+ *   D0  include/volt/task/join_handle.hpp:140  if (registered_) detail::join_handle_withdraw(handle_.task_);
+ *   D1  src/task/harness.cpp:310  if (task->state.unset_join_waker()) {
  *   D1  include/volt/detail/task_state.hpp:290  if (cur & kComplete) return false;
- *   D2  src/task/harness.cpp:305  task->join_waker.reset();
- *   D3  src/task/harness.cpp:311  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
- *   O1  include/volt/task/join_handle.hpp:181  if (output.kind() == Kind::kException) std::rethrow_exception(output.take_exception());
- *   O1  include/volt/task/join_handle.hpp:182  return output.get();
- *   F1  src/task/harness.cpp:284  if (task->state.drop_join_handle_fast()) return;
+ *   D2  src/task/harness.cpp:311  task->join_waker.reset();
+ *   D3  src/task/harness.cpp:317  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
+ *   O1  include/volt/task/join_handle.hpp:194  if (output.kind() == Kind::kException) std::rethrow_exception(output.take_exception());
+ *   O1  include/volt/task/join_handle.hpp:195  return output.get();
+ *   F1  src/task/harness.cpp:290  if (task->state.drop_join_handle_fast()) return;
  *   F1  include/volt/detail/task_state.hpp:338  if (cur & (kComplete | kJoinWaker)) return false;
  *   F1  include/volt/detail/task_state.hpp:339  next = (cur & ~kJoinInterest) - kRefOne;
- *   G1  src/task/harness.cpp:285  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
- *   G2  src/task/harness.cpp:286  if (dropped.drop_output) task->vtable->drop_output(task);
- *   G3  src/task/harness.cpp:287  if (dropped.drop_waker) task->join_waker.reset();
- *   G4  src/task/harness.cpp:288  task->drop_reference();
+ *   G1  src/task/harness.cpp:291  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
+ *   G2  src/task/harness.cpp:292  if (dropped.drop_output) task->vtable->drop_output(task);
+ *   G3  src/task/harness.cpp:293  if (dropped.drop_waker) task->join_waker.reset();
+ *   G4  src/task/harness.cpp:294  task->drop_reference();
  *   G4  include/volt/detail/task_header.hpp:188  if (state.ref_dec()) vtable->dealloc(this);
  *   X   include/volt/detail/task_cell.hpp:72  frame_deallocate(cell, sizeof(TaskCell));
  */
