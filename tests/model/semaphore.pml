@@ -317,9 +317,9 @@
  *   no K6).
  *
  * Step-to-line mapping:
- *   T1  include/volt/sync/semaphore.hpp:511  std::uint64_t current = permits_.load(std::memory_order_acquire);
- *   T1_closed  include/volt/sync/semaphore.hpp:514  if ((current & kClosed) || (current >> kCountShift) < n) return false;
- *   T1_cas  include/volt/sync/semaphore.hpp:517  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
+ *   T1  include/volt/sync/semaphore.hpp:513  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   T1_closed  include/volt/sync/semaphore.hpp:516  if ((current & kClosed) || (current >> kCountShift) < n) return false;
+ *   T1_cas  include/volt/sync/semaphore.hpp:519  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
  *   A1  src/sync/semaphore.cpp:347  std::lock_guard guard(mutex_);
  *   A2_load  src/sync/semaphore.cpp:363  std::uint64_t current = permits_.load(std::memory_order_acquire);
  *   A2c  src/sync/semaphore.cpp:366  if (current & kClosed) break;
@@ -333,8 +333,8 @@
  *   A5_list  src/sync/semaphore.cpp:406  waiters_.push_back(waiter);
  *   A6  src/sync/semaphore.cpp:408  return AcquireResult::kQueued;
  *   W  include/volt/sync/semaphore.hpp:127  const std::uint64_t s = state.load(std::memory_order_acquire);
- *   W_closed  include/volt/sync/semaphore.hpp:356  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
- *   W_giveback  include/volt/sync/semaphore.hpp:357  semaphore_.give_back_partial(&waiter_);
+ *   W_closed  include/volt/sync/semaphore.hpp:358  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
+ *   W_giveback  include/volt/sync/semaphore.hpp:359  semaphore_.give_back_partial(&waiter_);
  *   G_load  src/sync/semaphore.cpp:463  waiter->state.load(std::memory_order_acquire) & SemaphoreWaiter::kNeededMask;
  *   G_release  src/sync/semaphore.cpp:464  release_unchecked(waiter->requested - still);
  *   B_wait  src/sync/semaphore.cpp:513  if (s == 0 || (s & SemaphoreWaiter::kClosedBit)) break;

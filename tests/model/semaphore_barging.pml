@@ -318,19 +318,19 @@
  *   step is reachable; the marks are listed below the header).
  *
  * Step-to-line mapping:
- *   T1_load  include/volt/sync/semaphore.hpp:511  std::uint64_t current = permits_.load(std::memory_order_acquire);
- *   T1_fail  include/volt/sync/semaphore.hpp:514  if ((current & kClosed) || (current >> kCountShift) < n) return false;
- *   T1  include/volt/sync/semaphore.hpp:517  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
+ *   T1_load  include/volt/sync/semaphore.hpp:513  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   T1_fail  include/volt/sync/semaphore.hpp:516  if ((current & kClosed) || (current >> kCountShift) < n) return false;
+ *   T1  include/volt/sync/semaphore.hpp:519  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
  *   D  include/volt/sync/semaphore.hpp:310  if (queued_) semaphore_.cancel(&waiter_);
- *   T1_ready  include/volt/sync/semaphore.hpp:329  if (n_ == 0 || semaphore_.try_take(n_)) {
- *   RES_strict  include/volt/sync/semaphore.hpp:355  if (waiter_.starving) semaphore_.end_strict(&waiter_);
- *   RES_closed  include/volt/sync/semaphore.hpp:356  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
- *   G  include/volt/sync/semaphore.hpp:357  semaphore_.give_back_partial(&waiter_);
- *   REG  include/volt/sync/semaphore.hpp:373  switch (semaphore_.acquire_locked(&waiter_)) {
- *   W_check  include/volt/sync/semaphore.hpp:391  if (self.queued_) return self.settle();
- *   W  include/volt/sync/semaphore.hpp:403  const std::uint64_t s = waiter_.state.load(std::memory_order_acquire);
- *   W_done  include/volt/sync/semaphore.hpp:405  return s == 0 || (s & detail::SemaphoreWaiter::kClosedBit);
- *   W_retry  include/volt/sync/semaphore.hpp:406  return semaphore_.retry(&waiter_,
+ *   T1_ready  include/volt/sync/semaphore.hpp:331  if (n_ == 0 || semaphore_.try_take(n_)) {
+ *   RES_strict  include/volt/sync/semaphore.hpp:357  if (waiter_.starving) semaphore_.end_strict(&waiter_);
+ *   RES_closed  include/volt/sync/semaphore.hpp:358  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
+ *   G  include/volt/sync/semaphore.hpp:359  semaphore_.give_back_partial(&waiter_);
+ *   REG  include/volt/sync/semaphore.hpp:375  switch (semaphore_.acquire_locked(&waiter_)) {
+ *   W_check  include/volt/sync/semaphore.hpp:393  if (self.queued_) return self.settle();
+ *   W  include/volt/sync/semaphore.hpp:405  const std::uint64_t s = waiter_.state.load(std::memory_order_acquire);
+ *   W_done  include/volt/sync/semaphore.hpp:407  return s == 0 || (s & detail::SemaphoreWaiter::kClosedBit);
+ *   W_retry  include/volt/sync/semaphore.hpp:408  return semaphore_.retry(&waiter_,
  *   R0_load  src/sync/semaphore.cpp:137  std::uint64_t current = permits_.load(std::memory_order_relaxed);
  *   R0_test  src/sync/semaphore.cpp:139  while (!(current & kQueued) || (barging_ && !(current & kStrict))) {
  *   R0  src/sync/semaphore.cpp:140  if (permits_.compare_exchange_weak(current, current + (n << kCountShift),

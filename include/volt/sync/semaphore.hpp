@@ -310,7 +310,9 @@ class Semaphore {
       if (queued_) semaphore_.cancel(&waiter_);
     }
 
-    bool await_ready() {
+    // Always inline, as the bounded channel's attempts: GCC kept it out of
+    // line (semaphore_contended at 1 worker: 10.2 -> 9.0 ns an op, paired).
+    [[gnu::always_inline]] bool await_ready() {
       if (n_ > kMaxPermits) return true;  // await_resume reports it
       // Awaited again while still queued: an lvalue operand of a timeout
       // that expired keeps its place in the queue (as Tokio's `&mut fut`).
