@@ -254,11 +254,9 @@ TaskHeader* current_task_or_throw() {
 }
 
 bool coop_try_consume_slow() noexcept {
+  // Reached with no budget left (coop_try_consume spends a positive one).
   // Outside a task (no budget installed) there is nothing to be fair to.
-  if (!tls_context.current_task) return true;
-  if (tls_context.budget <= 0) return false;
-  --tls_context.budget;
-  return true;
+  return tls_context.current_task == nullptr;
 }
 
 #if !VOLT_DETAIL_FRESH_TLS

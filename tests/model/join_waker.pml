@@ -193,27 +193,27 @@
  *   J7  src/task/harness.cpp:232  task->resume.poll();
  *   J7  src/task/harness.cpp:235  end_poll(task);
  *   J8  src/task/harness.cpp:236  return task->state.load().is_complete();
- *   R1  src/task/harness.cpp:298  TaskState::Snapshot snapshot = task->state.load();
- *   R2  src/task/harness.cpp:301  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
- *   R3  src/task/harness.cpp:303  task->join_waker = std::move(waker);  // drops any waker left from before
- *   R4  src/task/harness.cpp:304  if (task->state.set_join_waker()) return true;
+ *   R1  src/task/harness.cpp:296  TaskState::Snapshot snapshot = task->state.load();
+ *   R2  src/task/harness.cpp:299  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
+ *   R3  src/task/harness.cpp:301  task->join_waker = std::move(waker);  // drops any waker left from before
+ *   R4  src/task/harness.cpp:302  if (task->state.set_join_waker()) return true;
  *   R4  include/volt/detail/task_state.hpp:279  if (cur & kComplete) return false;
- *   R5  src/task/harness.cpp:305  task->join_waker.reset();  // completed before we published: still ours
+ *   R5  src/task/harness.cpp:303  task->join_waker.reset();  // completed before we published: still ours
  *   W   include/volt/task/join_handle.hpp:172  return static_cast<detail::TaskHeader*>(task)->state.load().is_complete();
  *   D0  include/volt/task/join_handle.hpp:140  if (registered_) detail::join_handle_withdraw(handle_.task_);
- *   D1  src/task/harness.cpp:310  if (task->state.unset_join_waker()) {
+ *   D1  src/task/harness.cpp:308  if (task->state.unset_join_waker()) {
  *   D1  include/volt/detail/task_state.hpp:290  if (cur & kComplete) return false;
- *   D2  src/task/harness.cpp:311  task->join_waker.reset();
- *   D3  src/task/harness.cpp:317  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
+ *   D2  src/task/harness.cpp:309  task->join_waker.reset();
+ *   D3  src/task/harness.cpp:315  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
  *   O1  include/volt/task/join_handle.hpp:194  if (output.kind() == Kind::kException) std::rethrow_exception(output.take_exception());
  *   O1  include/volt/task/join_handle.hpp:195  return output.get();
- *   F1  src/task/harness.cpp:290  if (task->state.drop_join_handle_fast()) return;
+ *   F1  src/task/harness.cpp:288  if (task->state.drop_join_handle_fast()) return;
  *   F1  include/volt/detail/task_state.hpp:338  if (cur & (kComplete | kJoinWaker)) return false;
  *   F1  include/volt/detail/task_state.hpp:339  next = (cur & ~kJoinInterest) - kRefOne;
- *   G1  src/task/harness.cpp:291  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
- *   G2  src/task/harness.cpp:292  if (dropped.drop_output) task->vtable->drop_output(task);
- *   G3  src/task/harness.cpp:293  if (dropped.drop_waker) task->join_waker.reset();
- *   G4  src/task/harness.cpp:294  task->drop_reference();
+ *   G1  src/task/harness.cpp:289  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
+ *   G2  src/task/harness.cpp:290  if (dropped.drop_output) task->vtable->drop_output(task);
+ *   G3  src/task/harness.cpp:291  if (dropped.drop_waker) task->join_waker.reset();
+ *   G4  src/task/harness.cpp:292  task->drop_reference();
  *   G4  include/volt/detail/task_header.hpp:188  if (state.ref_dec()) vtable->dealloc(this);
  *   X   include/volt/detail/task_cell.hpp:72  frame_deallocate(cell, sizeof(TaskCell));
  */
