@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "test_support.hpp"
+#include "volt/detail/frame_allocator.hpp"
 #include "volt/error.hpp"
 #include "volt/runtime/runtime.hpp"
 #include "volt/task/join_handle.hpp"
@@ -667,24 +668,43 @@ TEST_P(OneshotTest, SenderClosedInterruptedByTimeoutsThenCompleted) {
 
 TEST(OneshotBasicTest, WaitingInSenderClosedDoesNotAllocate) {
   if (test::kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
-  // One worker, as in the other tests that spawn in every round: with two, a
-  // waiter stolen by the other worker frees its frame into that worker's
-  // list, which keeps up to two batches of blocks for itself, so the
-  // spawning worker's pool can run dry (a pool miss that says nothing about
-  // closed(); it failed CI once, 1 allocation in 200 rounds).
+  // A waiter's frame is allocated by the thread that spawns it and freed by
+  // the thread that ran it last, which keeps up to 2 * kFrameLocalBatch freed
+  // blocks for itself before handing a batch to the depot. Even on one worker
+  // there are two such threads (the worker and the thread in block_on, which
+  // helps), so warming up one waiter at a time is not enough: the pool only
+  // grows on a miss, settles near what the other thread may hoard, and missed
+  // now and then (CI failed twice, 1 allocation in 200 rounds, the second time
+  // under TSan). The warm-up keeps many waiters alive at once instead, so the
+  // pool holds far more blocks than any thread may keep to itself.
   Runtime rt = Runtime::Builder().worker_threads(1).build();
   const std::uint64_t counted = rt.block_on([]() -> Task<std::uint64_t> {
-    auto rounds = [](int n) -> Task<void> {
+    auto waiter = [](oneshot::Sender<int> tx) -> Task<void> { co_await tx.closed(); };
+    auto rounds = [&](int n) -> Task<void> {
       for (int i = 0; i < n; ++i) {
         auto [tx, rx] = oneshot::channel<int>();
-        JoinHandle<void> w = volt::spawn(
-            [](oneshot::Sender<int> tx) -> Task<void> { co_await tx.closed(); }(std::move(tx)));
+        JoinHandle<void> w = volt::spawn(waiter(std::move(tx)));
         co_await yield_now();
         rx.close();
         co_await w;
       }
     };
-    co_await rounds(200);  // warm-up: frame pools
+    {
+      constexpr int kAlive = 4 * static_cast<int>(detail::kFrameLocalBatch);
+      std::vector<oneshot::Receiver<int>> receivers;
+      std::vector<JoinHandle<void>> waiters;
+      for (int i = 0; i < kAlive; ++i) {
+        auto [tx, rx] = oneshot::channel<int>();
+        receivers.push_back(std::move(rx));
+        waiters.push_back(volt::spawn(waiter(std::move(tx))));
+      }
+      co_await yield_now();
+      for (auto& rx : receivers)
+        rx.close();
+      for (auto& w : waiters)
+        co_await w;
+    }
+    co_await rounds(200);  // and the rest of the warm-up (task cells, timers)
     const std::uint64_t before = test::heap_allocations();
     co_await rounds(200);
     co_return test::heap_allocations() - before;
