@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
+#include "fs/nowait.hpp"
 #include "fs/uring_engine.hpp"
 #include "runtime/blocking/blocking_pool.hpp"
 #include "runtime/runtime_core.hpp"
@@ -41,15 +43,18 @@ std::int64_t read_whole(int fd, std::vector<std::byte>& out) noexcept {
   std::size_t size =
       S_ISREG(st.st_mode) && st.st_size > 0 ? static_cast<std::size_t>(st.st_size) : 0;
   try {
-    out.resize(size + 1);  // one byte more: the read that finds the end
+    out.reserve(size + 1);  // one byte more: the read that finds the end
   } catch (const std::bad_alloc&) {
     return -ENOMEM;
   }
   std::size_t have = 0;
   for (;;) {
     if (have == out.size()) {
+      // A part at a time (kZeroFillChunk); at capacity, the file grew: double.
+      const std::size_t room = out.capacity() - have;
       try {
-        out.resize(out.size() < 4096 ? 8192 : out.size() * 2);
+        out.resize(have +
+                   (room > 0 ? std::min(room, kZeroFillChunk) : (have < 4096 ? 8192 : 2 * have)));
       } catch (const std::bad_alloc&) {
         return -ENOMEM;
       }
