@@ -43,8 +43,8 @@ inline constexpr std::size_t kMaxIoChunk = 1 << 20;
 // read copies into lines the fill left in cache. Filling a 16 MiB result
 // first and reading after made every copy write to memory the cache had
 // evicted: fs_read_16m took 1.36-1.39 times Tokio's time (whose buffer is
-// never zero-filled), and 0.99 with this; 32 KiB, 64 KiB and 1 MiB parts
-// measured 1.05, 1.01 and 1.14.
+// never zero-filled), and 0.93-0.99 with this; 128 KiB and 512 KiB parts
+// measured the same, 32 KiB 1.05, 64 KiB 1.01, 1 MiB 1.14.
 inline constexpr std::size_t kZeroFillChunk = std::size_t{256} << 10;
 
 }  // namespace volt::fs::detail
