@@ -54,10 +54,10 @@
  * it is in the queue (a superset of the FIFO order).
  *
  * The standby (Parker::park_on_futex): a futex sleeper claims the role; its
- * timed wait may time out at any point (a nondeterministic step, the 1 ms
- * timeout); a look compares turns with its previous look (turned[me]: a turn
+ * timed wait may time out at any point (a nondeterministic step, the
+ * kStandbyCheckNs timeout); a look compares turns with its previous look (turned[me]: a turn
  * was taken since), then reads held: held with no turn counts a quiet look,
- * and QUIET quiet looks (kStandbyQuietChecks = 16, abstracted) give up the
+ * and QUIET quiet looks (kStandbyQuietChecks = 2, abstracted) give up the
  * role; released with no turn takes the driver over (CAS kParkedFutex ->
  * kEmpty, give_up_standby, try_acquire, park_on_driver, release).
  *
@@ -91,7 +91,7 @@
  *                     still set (no hand-off) and runs A; the standby gives
  *                     up and sleeps without timeout. Event 1 waits in epoll
  *                     until the holder comes back. Found with QUIET=1 and
- *                     QUIET=2: only the last quiet look matters, so 16 has it
+ *                     QUIET=2: only the last quiet look matters, so any count has it
  *                     too. The fix: after giving up, look at held_ again
  *                     and stay the standby if the driver was released
  *                     (seq_cst on both sides, the Dekker pair of release()).
@@ -227,7 +227,7 @@
 #define SPAWNS 1
 #endif
 #ifndef QUIET
-#define QUIET 1                 /* Driver::kStandbyQuietChecks (16) */
+#define QUIET 1                 /* Driver::kStandbyQuietChecks (2; 1 checks the same) */
 #endif
 
 /* Parker::state_ */
