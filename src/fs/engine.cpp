@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -50,11 +49,8 @@ std::int64_t read_whole(int fd, std::vector<std::byte>& out) noexcept {
   std::size_t have = 0;
   for (;;) {
     if (have == out.size()) {
-      // A part at a time (kZeroFillChunk); at capacity, the file grew: double.
-      const std::size_t room = out.capacity() - have;
       try {
-        out.resize(have +
-                   (room > 0 ? std::min(room, kZeroFillChunk) : (have < 4096 ? 8192 : 2 * have)));
+        out.resize(whole_file_next_size(have, out.capacity()));
       } catch (const std::bad_alloc&) {
         return -ENOMEM;
       }

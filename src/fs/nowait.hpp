@@ -19,6 +19,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -46,5 +47,14 @@ inline constexpr std::size_t kMaxIoChunk = 1 << 20;
 // never zero-filled), and 0.93-0.99 with this; 128 KiB and 512 KiB parts
 // measured the same, 32 KiB 1.05, 64 KiB 1.01, 1 MiB 1.14.
 inline constexpr std::size_t kZeroFillChunk = std::size_t{256} << 10;
+
+// The size a whole-file result is resized to before its next read, `have`
+// bytes read so far into a container reserved from fstat: the next part of
+// the reserve, or, once it is used up (the file grew since fstat, or fstat
+// did not know its size, as in procfs), double.
+inline std::size_t whole_file_next_size(std::size_t have, std::size_t capacity) noexcept {
+  if (have < capacity) return have + std::min(capacity - have, kZeroFillChunk);
+  return have < 4096 ? 8192 : 2 * have;
+}
 
 }  // namespace volt::fs::detail

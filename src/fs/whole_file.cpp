@@ -62,12 +62,7 @@ std::optional<Expected<Container>> read_whole_nowait(int fd) {
   out.reserve(size + 1);
   std::size_t have = 0;
   for (;;) {
-    if (have == out.size()) {
-      // The next part (kZeroFillChunk); at capacity, the file grew since
-      // fstat: double.
-      const std::size_t room = out.capacity() - have;
-      out.resize(have + (room > 0 ? std::min(room, detail::kZeroFillChunk) : have));
-    }
+    if (have == out.size()) out.resize(detail::whole_file_next_size(have, out.capacity()));
     const std::size_t want = std::min(out.size() - have, detail::kMaxIoChunk);
     const std::int64_t n =
         detail::read_nowait(fd, out.data() + have, want, static_cast<std::int64_t>(have));
