@@ -55,11 +55,12 @@
  *
  * The standby (Parker::park_on_futex): a futex sleeper claims the role; its
  * timed wait may time out at any point (a nondeterministic step, the
- * kStandbyCheckNs timeout); a look compares turns with its previous look (turned[me]: a turn
- * was taken since), then reads held: held with no turn counts a quiet look,
- * and QUIET quiet looks (kStandbyQuietChecks = 2, abstracted) give up the
- * role; released with no turn takes the driver over (CAS kParkedFutex ->
- * kEmpty, give_up_standby, try_acquire, park_on_driver, release).
+ * kStandbyCheckNs timeout); a look compares turns with its previous look
+ * (turned[me]: a turn was taken since), then reads held: held with no turn
+ * counts a quiet look, and QUIET quiet looks (kStandbyQuietChecks = 2,
+ * abstracted) give up the role; released with no turn takes the driver
+ * over (CAS kParkedFutex -> kEmpty, give_up_standby, try_acquire,
+ * park_on_driver, release).
  *
  * Property: no stall. A sleeping worker (futex or driver) may finish only
  * when the pusher is done, both events have been dispatched and every task
@@ -91,10 +92,11 @@
  *                     still set (no hand-off) and runs A; the standby gives
  *                     up and sleeps without timeout. Event 1 waits in epoll
  *                     until the holder comes back. Found with QUIET=1 and
- *                     QUIET=2: only the last quiet look matters, so any count has it
- *                     too. The fix: after giving up, look at held_ again
- *                     and stay the standby if the driver was released
- *                     (seq_cst on both sides, the Dekker pair of release()).
+ *                     QUIET=2: only the last quiet look matters, so any
+ *                     count has it too. The fix: after giving up, look at
+ *                     held_ again and stay the standby if the driver was
+ *                     released (seq_cst on both sides, the Dekker pair of
+ *                     release()).
  *   -DNO_STANDBY      the code before ca93a1c: no standby, release() never
  *                     asks for a hand-off without timers. SPIN must find the
  *                     unattended driver: A runs on the worker that
