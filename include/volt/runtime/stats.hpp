@@ -36,8 +36,11 @@ struct RuntimeStats {
   std::uint64_t total_parked = 0;
   std::uint64_t remote_schedules = 0;  // tasks pushed to the inject queue
   std::uint64_t inject_queue_depth = 0;
-  std::uint64_t live_tasks = 0;             // spawned and not yet completed
-  std::uint64_t blocking_threads = 0;       // blocking-pool threads alive
+  std::uint64_t live_tasks = 0;  // spawned and not yet completed
+  // Blocking-pool threads that take work. A thread that has decided to
+  // leave (keep-alive out, or shutdown) is no longer counted, though it may
+  // still be running the on_thread_stop hook.
+  std::uint64_t blocking_threads = 0;
   std::uint64_t idle_blocking_threads = 0;  // of those, waiting for work
   std::uint64_t blocking_queue_depth = 0;   // spawn_blocking work not yet started
   std::uint64_t active_timers = 0;          // registered, not yet fired or cancelled
