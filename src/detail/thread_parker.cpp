@@ -116,4 +116,8 @@ void park_current_thread() noexcept {
   ThreadParker::current().park();
 }
 
+void make_current_thread_parker() {
+  (void)ThreadParker::current();
+}
+
 }  // namespace volt::detail

@@ -15,5 +15,10 @@ Waker current_thread_waker();
 // Sleeps until the calling thread's waker is woken; a wake-up that came
 // first makes it return at once. Spurious returns are possible: re-check.
 void park_current_thread() noexcept;
+// Makes the calling thread's parker if it has none yet (its first use
+// allocates it). Handle::block_on calls it before it spawns: made later, in
+// join(), the allocation would fall inside the task's run, which may already
+// be underway on a worker (and inside what an allocation count measures).
+void make_current_thread_parker();
 
 }  // namespace volt::detail

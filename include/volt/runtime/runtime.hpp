@@ -56,6 +56,7 @@
 #include <string>
 #include <type_traits>
 
+#include "volt/detail/blocking_wait.hpp"
 #include "volt/detail/task_cell.hpp"
 #include "volt/error.hpp"
 #include "volt/runtime/stats.hpp"
@@ -400,6 +401,7 @@ T Handle::block_on(Task<T> task) const {
   // join() refuses runtime threads; check first so the task is not spawned.
   if (detail::tls_context.scheduler)
     throw Error(errc::blocking_in_runtime, "block_on called on a runtime thread");
+  detail::make_current_thread_parker();  // before the task can start
   return spawn(std::move(task)).join();
 }
 
