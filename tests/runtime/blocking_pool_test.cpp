@@ -418,14 +418,29 @@ TEST_P(BlockingPoolTest, QueuedWorkIsCancelledAtShutdown) {
   EXPECT_EQ(counters.double_destroyed.load(), 0);
 }
 
+// Set by blocking functions, read by on_thread_stop hooks: tells a blocking
+// thread's hook from a worker's.
+thread_local bool tl_on_blocking_thread = false;
+
 TEST_P(BlockingPoolTest, ShutdownTimeoutLeavesStuckWorkToFinishInTheBackground) {
   std::atomic<bool> started{false};
   std::atomic<bool> finished{false};
-  std::atomic<int> stops{0};
-  std::optional<Runtime> rt(
-      make_builder(GetParam()).on_thread_stop([&] { stops.fetch_add(1); }).build());
+  // The hooks may run after this test returns (a worker that shutdown_timeout
+  // gave up on): they keep their counters alive themselves.
+  struct StopCounts {
+    std::atomic<int> all{0};
+    std::atomic<int> blocking{0};
+  };
+  auto stops = std::make_shared<StopCounts>();
+  std::optional<Runtime> rt(make_builder(GetParam())
+                                .on_thread_stop([stops] {
+                                  stops->all.fetch_add(1);
+                                  if (tl_on_blocking_thread) stops->blocking.fetch_add(1);
+                                })
+                                .build());
   Handle kept = rt->handle();
   JoinHandle<int> h = rt->spawn_blocking([&] {
+    tl_on_blocking_thread = true;
     started = true;
     std::this_thread::sleep_for(1s);
     finished = true;
@@ -446,11 +461,15 @@ TEST_P(BlockingPoolTest, ShutdownTimeoutLeavesStuckWorkToFinishInTheBackground) 
 
   EXPECT_TRUE(wait_until([&] { return finished.load(); }));
   EXPECT_EQ(h.join(), 17);
-  // The thread exits on its own (running the stop hook), without crashing.
-  // It leaves the count (under the pool's lock, so a spawn meanwhile starts
-  // a new thread) before it runs the hook: wait for both.
-  EXPECT_TRUE(wait_until([&] { return kept.stats().blocking_threads == 0 && stops.load() >= 1; }))
-      << "threads " << kept.stats().blocking_threads << ", stop hooks run " << stops.load();
+  // The blocking thread exits on its own, running the stop hook, without
+  // crashing. It leaves the pool's count (under the pool's lock, so a spawn
+  // meanwhile starts a new thread) before it runs the hook: wait for both.
+  // Only its own hook counts here: the workers' hooks ran at shutdown.
+  EXPECT_TRUE(wait_until([&] {
+    return kept.stats().blocking_threads == 0 && stops->blocking.load() == 1;
+  })) << "threads "
+      << kept.stats().blocking_threads << ", blocking threads' stop hooks run "
+      << stops->blocking.load();
 }
 
 // Work left running by shutdown_timeout, after its Runtime is gone: the
@@ -738,10 +757,6 @@ TEST_P(BlockingPoolTest, ThreadHooksRunOnBlockingThreads) {
 }
 
 // ---- a thread leaving on keep-alive while work arrives ----
-
-// Set on blocking-pool threads by the functions this test runs, so that the
-// stop hook can tell them from workers.
-thread_local bool tl_on_blocking_thread = false;
 
 // The only thread (max_blocking_threads(1)) has timed out and is on its way
 // out (in its stop hook) when new work is spawned. The work must still run:
