@@ -219,7 +219,8 @@ void TimeDriver::unlink_pending(TimerEntry* entry) noexcept {
 
 std::size_t TimeDriver::fire_until(std::uint64_t tick) noexcept {
   std::size_t total = 0;
-  WakeList batch;  // invoked after the lock is released
+  std::size_t counted = 0;  // of total, already added to fired_
+  WakeList batch;           // invoked after the lock is released
   bool more = true;
   while (more) {
     {
@@ -248,6 +249,11 @@ std::size_t TimeDriver::fire_until(std::uint64_t tick) noexcept {
       }
       more = pending_ != nullptr;
     }
+    // Counted before the wakes: a woken task (on another worker) that reads
+    // the statistic sees its own timer in it. relaxed: the wake's hand-off
+    // of the task (release, acquire) orders this add before its reads.
+    fired_.fetch_add(total - counted, std::memory_order_relaxed);
+    counted = total;
     // Deadline order: a task (time::advance) may be firing them, whose
     // scheduler would otherwise put each wake in its LIFO slot
     // (ThreadContext::in_order_wakes).
@@ -256,7 +262,6 @@ std::size_t TimeDriver::fire_until(std::uint64_t tick) noexcept {
     batch.wake_all();
     tls_context.in_order_wakes = outer;
   }
-  fired_.fetch_add(total, std::memory_order_relaxed);
   return total;
 }
 
