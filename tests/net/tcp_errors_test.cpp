@@ -333,10 +333,13 @@ TEST(TcpErrors, AcceptLoopSurvivesDescriptorExhaustion) {
 // accept() waits kAcceptBackoff (10 ms) before it reports the error again, and a
 // descriptor freed during the back-off is used without the error at all.
 // In-process: the soft descriptor limit is lowered to what is open now, for
-// the length of the test only.
+// the length of the test only. On the current-thread runtime, so that the
+// freeing task (below) runs before the accept's retry: its deadline is
+// earlier, timers fire in deadline order, and one thread runs the woken
+// tasks in that order (on two workers the retry could be stolen first).
 TEST(TcpErrors, AcceptOutOfDescriptorsBacksOffInsteadOfSpinning) {
   if (std::getenv(kChildEnv)) GTEST_SKIP() << "this process is the child";
-  Runtime rt = make_runtime(kMultiThread2);
+  Runtime rt = make_runtime(kCurrentThread);
   rt.block_on([]() -> Task<void> {
     auto listener = TcpListener::bind(loopback(), 64);
     EXPECT_TRUE(listener);
@@ -389,10 +392,12 @@ TEST(TcpErrors, AcceptOutOfDescriptorsBacksOffInsteadOfSpinning) {
     EXPECT_GE(errors, 2);
     EXPECT_LE(errors, 200ms / net::detail::kAcceptBackoff + 2) << errors << " errors in 200 ms";
     // A descriptor freed during the back-off: the accept succeeds, no error.
-    auto freeing = spawn([](int fd) -> Task<void> {
-      co_await volt::sleep(net::detail::kAcceptBackoff / 2);
+    // The deadline is fixed before the accept starts its back-off, so it is
+    // the earlier one however late the freeing task first runs.
+    auto freeing = spawn([](int fd, Instant deadline) -> Task<void> {
+      co_await volt::sleep_until(deadline);
       ::close(fd);
-    }(fillers.back()));
+    }(fillers.back(), volt::time::now() + net::detail::kAcceptBackoff / 2));
     fillers.pop_back();
     auto r = co_await listener->accept();
     EXPECT_TRUE(r) << r.error().message();

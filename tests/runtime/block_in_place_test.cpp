@@ -13,6 +13,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -272,11 +273,18 @@ Task<void> hand_off_and_yield_loop(int n) {
 
 TEST(BlockInPlace, HandOffsRacingShutdown) {
   for (int round = 0; round < 20; ++round) {
-    std::atomic<int> started{0}, stopped{0};
+    // Owned by the hooks too: a replacement thread that shutdown_timeout left
+    // starting may run its hooks after this round's equality check.
+    struct Counts {
+      std::atomic<int> started{0}, stopped{0};
+    };
+    auto counts = std::make_shared<Counts>();
+    std::atomic<int>& started = counts->started;
+    std::atomic<int>& stopped = counts->stopped;
     {
       Runtime rt = make_builder(round % 2 ? kMultiThread2 : kMultiThread4)
-                       .on_thread_start([&] { started.fetch_add(1); })
-                       .on_thread_stop([&] { stopped.fetch_add(1); })
+                       .on_thread_start([counts] { counts->started.fetch_add(1); })
+                       .on_thread_stop([counts] { counts->stopped.fetch_add(1); })
                        .build();
       for (int i = 0; i < 16; ++i)
         (void)rt.spawn(hand_off_and_yield_loop(50));
