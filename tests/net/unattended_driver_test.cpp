@@ -7,8 +7,9 @@
 // data arrives for a second task. Before the standby existed, nobody was in
 // epoll_wait until the computation ended: the second task woke about 350 ms
 // after its data arrived. The bound below is generous (the design gives
-// about 2 ms plus scheduling delay); it proves "not held hostage", it is not
-// a latency benchmark.
+// about 2 ms plus scheduling delay; 250 ms stays well clear of the 350 ms
+// of the failure on a loaded machine); it proves "not held hostage", it is
+// not a latency benchmark.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -79,7 +80,7 @@ TEST(UnattendedDriver, ReadinessIsDispatchedWhileTheHolderComputes) {
     const auto latency = std::chrono::nanoseconds(woke_ns.load() - sent_ns.load());
     std::printf("trial %d: dispatched %lld us after the data arrived\n", trial,
                 static_cast<long long>(latency.count() / 1000));
-    EXPECT_LT(latency, 150ms)
+    EXPECT_LT(latency, 250ms)
         << "trial " << trial << ": the event waited "
         << std::chrono::duration_cast<std::chrono::milliseconds>(latency).count()
         << " ms behind the computation";

@@ -939,9 +939,11 @@ TEST(RuntimeIdleTest, IdleRuntimeBurnsNoCpuWithFilesOpen) {
   EXPECT_LT(workers_used, 20ms) << "workers used "
                                 << std::chrono::duration<double, std::milli>(workers_used).count()
                                 << " ms while idle";
-  EXPECT_LT(process_used, 20ms) << "process used "
-                                << std::chrono::duration<double, std::milli>(process_used).count()
-                                << " ms while idle";
+  // A sanitizer's own background thread wakes up now and then; a spinning
+  // thread of ours would use about 2,000 ms here.
+  EXPECT_LT(process_used, kSanitized ? 100ms : 20ms)
+      << "process used " << std::chrono::duration<double, std::milli>(process_used).count()
+      << " ms while idle";
   // Asleep means asleep: no wake-park cycles either.
   EXPECT_LE(rt.stats().total_parked - parks_before, 2u);
   EXPECT_EQ(rt.block_on(square(4)), 16);  // and still responsive

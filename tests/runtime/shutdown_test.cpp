@@ -174,6 +174,24 @@ Task<int> gate(Tracked probe, Scene* s) {
   co_return v + probe.value();
 }
 
+// Opens the gates once the shutdown has begun, so that what the gates then
+// spawn must never run. The first step of a shutdown closes the runtime's
+// queue for work from outside (after raising the flag that stops its
+// workers): a probe spawned from this thread then no longer lengthens it.
+// Until then the probes wait there (the gates hold every worker, or the
+// core) and are dropped with the rest. A fixed delay after the shutdown call,
+// as before, could run out on a loaded machine before the shutdown started.
+void release_once_shutdown_has_begun(Scene& s) {
+  std::vector<JoinHandle<int>> probes;
+  while (Clock::now() < s.deadline) {
+    const std::uint64_t queued = s.handle->stats().inject_queue_depth;
+    probes.push_back(s.handle->spawn(square(1)));
+    if (s.handle->stats().inject_queue_depth <= queued) break;
+    std::this_thread::sleep_for(1ms);
+  }
+  s.release.store(true);
+}
+
 Task<void> yield_until_blocked(Scene* s, int target) {
   while (s->blocked.load() < target && Clock::now() < s->deadline)
     co_await volt::yield_now();
@@ -230,14 +248,8 @@ void check_destroy_cancels_every_task(const Flavour& f) {
     outside.push_back(rt->spawn(s.never_runs()));
 
   // The gates let go only once the destructor has started shutting down (it
-  // does so before waiting for the workers); the delay is generous.
-  std::atomic<bool> destroying{false};
-  std::thread releaser([&] {
-    wait_until([&] { return destroying.load(); });
-    std::this_thread::sleep_for(kSanitized ? 300ms : 50ms);
-    s.release.store(true);
-  });
-  destroying.store(true);
+  // does so before waiting for the workers).
+  std::thread releaser([&] { release_once_shutdown_has_begun(s); });
   rt.reset();
   releaser.join();
 
@@ -291,10 +303,7 @@ TEST(CurrentThreadShutdownTest, ShutdownWhileAnotherThreadIsInBlockOn) {
   for (int i = 0; i < 30; ++i)
     outside.push_back(rt.spawn(s.never_runs()));
 
-  std::thread releaser([&] {
-    std::this_thread::sleep_for(kSanitized ? 300ms : 50ms);
-    s.release.store(true);
-  });
+  std::thread releaser([&] { release_once_shutdown_has_begun(s); });
   rt.shutdown_timeout(std::chrono::nanoseconds::max());
   releaser.join();
   driver.join();

@@ -94,8 +94,9 @@ TEST(TimerDriverTest, TimerRegisteredWhileNobodyHoldsTheDriverFiresOnTime) {
     const double late_ms = sleeper.join();
     g_release_hogs.store(true);
     hog.join();
-    // 5 ms plus generous scheduling slack, far below the hogs' 600 ms.
-    EXPECT_LT(late_ms, kSanitized ? 300.0 : 150.0)
+    // 5 ms plus generous scheduling slack (a loaded machine), far below the
+    // hogs' 600 ms.
+    EXPECT_LT(late_ms, kSanitized ? 400.0 : 250.0)
         << "attempt " << attempt << ": the timer waited for a busy worker";
   }
 }
