@@ -174,6 +174,10 @@ double median(std::vector<double> values) {
 // VOLT_BENCH_STATS=1: the runtime's counters after the last iteration (all
 // warm-up and timed iterations together), on stderr. A debugging aid for
 // reading a figure (steals, parks, inject-queue traffic); off by default.
+// VOLT_BENCH_ITER_STATS=1: per iteration (warm-ups included), its ns an op
+// and each worker's polls/steals/tasks stolen/parks, on stderr: tells
+// apart iterations whose tasks met on one worker from those spread over
+// several (how tls_bulk's slow iterations were found).
 void print_stats(std::string_view name, const volt::RuntimeStats& s) {
   std::fprintf(stderr,
                "\n[stats %.*s] spawned=%llu polled=%llu stolen=%llu parked=%llu "
@@ -223,6 +227,9 @@ Record measure(const Bench& bench, const Config& config) {
   std::vector<double> ns_per_op;
   ns_per_op.reserve(config.iters);
   Sample last;
+  const bool per_iteration = runtime && std::getenv("VOLT_BENCH_ITER_STATS") != nullptr;
+  volt::RuntimeStats before;
+  if (per_iteration) before = runtime->stats();
   for (std::size_t iteration = 0; iteration < config.warmup + config.iters; ++iteration) {
     Sample sample;
     switch (bench.workload) {
@@ -237,6 +244,24 @@ Record measure(const Bench& bench, const Config& config) {
         break;
       case Workload::Http:
         std::abort();  // not iterated: main() calls bench.http
+    }
+    if (per_iteration) {
+      const volt::RuntimeStats after = runtime->stats();
+      std::fprintf(stderr, "%3zu %9.1f |", iteration,
+                   static_cast<double>(sample.elapsed.count()) / static_cast<double>(ops));
+      for (std::size_t w = 0; w < after.workers.size(); ++w) {
+        const volt::WorkerStats& a = after.workers[w];
+        const volt::WorkerStats& b = before.workers[w];
+        std::fprintf(stderr, " %6llu/%llu/%llu/%llu",
+                     static_cast<unsigned long long>(a.tasks_polled - b.tasks_polled),
+                     static_cast<unsigned long long>(a.steal_operations - b.steal_operations),
+                     static_cast<unsigned long long>(a.tasks_stolen - b.tasks_stolen),
+                     static_cast<unsigned long long>(a.times_parked - b.times_parked));
+      }
+      std::fprintf(stderr, " | blocked-thread polls %llu\n",
+                   static_cast<unsigned long long>(after.blocked_thread_polls -
+                                                   before.blocked_thread_polls));
+      before = after;
     }
     if (iteration >= config.warmup) {
       ns_per_op.push_back(static_cast<double>(sample.elapsed.count()) / static_cast<double>(ops));

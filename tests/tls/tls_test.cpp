@@ -1288,6 +1288,82 @@ TEST(TlsKeyUpdate, ReaderAnswersWhileTheWriterIsStuck) {
   }());
 }
 
+// ---- the cooperative budget ----
+
+constexpr int kNeverWaitingRecords = 200;  // more than kCoopBudget; 24 KB fits loopback buffers
+constexpr std::size_t kRecordBytes = 100;
+
+Task<void> set_flag(std::atomic<bool>* ran) {
+  ran->store(true);
+  co_return;
+}
+
+// Writes (or, with `read`, reads) kNeverWaitingRecords small records, none
+// of which waits once under way: the kernel takes each write inside the
+// OpenSSL call, and every record to read is already queued. After
+// kFlagAfter records it spawns a task that sets a flag; returns the index of
+// the first record moved after the flag was seen set, -1 if the loop never
+// let that task run. (The reader's first records may wait once, for the
+// driver to report them: the flag is spawned after that.)
+constexpr int kFlagAfter = 16;
+Task<int> records_that_never_wait(TlsStream* s, bool read) {
+  std::atomic<bool> ran{false};
+  JoinHandle<void> other;
+  const std::string record(kRecordBytes, 'w');
+  char buf[kRecordBytes];
+  int first_after = -1;
+  std::size_t moved = 0;
+  for (int i = 0; moved < kNeverWaitingRecords * kRecordBytes; ++i) {
+    if (i == kFlagAfter) other = spawn(set_flag(&ran));  // queued behind us on our worker
+    if (first_after < 0 && ran.load()) first_after = i;
+    if (read) {
+      Expected<std::size_t> n = co_await s->read(buf);
+      EXPECT_TRUE(n && *n > 0);
+      if (!n || *n == 0) break;
+      moved += *n;
+    } else {
+      Expected<void> w = co_await s->write_all(record);
+      EXPECT_TRUE(w);
+      if (!w) break;
+      moved += record.size();
+    }
+  }
+  co_await other;
+  co_return first_after;
+}
+
+// A stream whose socket is always ready completes every read and write
+// inside the OpenSSL call, without awaiting the transport. Each such call
+// still takes a unit of the task's cooperative budget, as a socket
+// operation does, so a task queued behind it on a one-thread runtime runs
+// after at most kCoopBudget of them, not after the whole transfer (before,
+// a bulk writer or reader never gave its worker back: -1 here).
+class TlsBudget : public ::testing::TestWithParam<Flavour> {};
+
+TEST_P(TlsBudget, ReadsAndWritesThatNeverWaitStillYieldTheWorker) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    Handshake h = co_await handshake_pair(server_context(), client_context(), "localhost");
+    EXPECT_TRUE(h.client && h.server);
+    if (!h.client || !h.server) co_return;
+
+    // Writes first; then the server holds every record in its socket.
+    for (const bool read : {false, true}) {
+      TlsStream* s = read ? &*h.server : &*h.client;
+      Expected<int> index =
+          co_await volt::timeout(kNotHung, spawn(records_that_never_wait(s, read)));
+      EXPECT_TRUE(index);
+      if (!index) continue;
+      EXPECT_GT(*index, kFlagAfter)
+          << (read ? "the reader" : "the writer") << " never yielded its worker";
+      EXPECT_LE(*index, kFlagAfter + detail::kCoopBudget + 1);
+    }
+  }());
+}
+
+INSTANTIATE_TEST_SUITE_P(OneThread, TlsBudget, ::testing::Values(kCurrentThread, kMultiThread1),
+                         FlavourName());
+
 TEST(TlsLoad, BulkBothWaysThroughOwnedHalves) {
   Runtime rt = make_runtime(kMultiThread2);
   rt.block_on([]() -> Task<void> {

@@ -41,6 +41,12 @@
 //    the transport's errors pass through. An error from OpenSSL is sticky:
 //    every later read and write returns it.
 //  - Timeouts: wrap any call, e.g. volt::timeout(5s, tls::accept(ctx, std::move(tcp))).
+//  - Cooperative budget: read() and write() take one unit of the task's
+//    budget, write_all() one per call it makes into OpenSSL (each at most
+//    Session::kMaxWrite bytes), as a socket operation takes one per system
+//    call; so a transfer whose socket is always ready still gives its worker
+//    back every kCoopBudget operations. The unit is taken before OpenSSL is
+//    called: a task cancelled while it yields for it has done nothing.
 //  - Allocation: a Stream allocates its queues once (32 KiB of input, the
 //    output grows to the largest write's ciphertext and stays); reads and
 //    writes after that allocate nothing in volt (OpenSSL keeps its own
@@ -60,6 +66,7 @@
 #include "volt/io/buffer.hpp"
 #include "volt/net/tcp.hpp"
 #include "volt/task/task.hpp"
+#include "volt/task/yield_now.hpp"
 #include "volt/tls/context.hpp"
 #include "volt/tls/session.hpp"
 
@@ -229,6 +236,18 @@ struct InputClaim {
   ~InputClaim() { s->release_input(failure); }
 };
 
+// One unit of the task's cooperative budget per OpenSSL call that moves
+// application data, as a socket operation takes one per system call. With
+// direct I/O a record usually goes to or from the kernel inside the call,
+// with no await on the transport, so without this a stream whose socket is
+// always ready (a bulk transfer) never gave its worker back: it starved the
+// tasks queued behind it, and a reader and a writer that had met on one
+// worker stayed there, taking turns while another worker slept. Taken before
+// the call, so a task cancelled while it yields has done nothing.
+inline bool take_budget() noexcept {
+  return volt::detail::coop_try_consume();
+}
+
 }  // namespace detail
 
 template <class S>
@@ -344,6 +363,7 @@ Task<Expected<void>> Stream<S>::receive() {
 template <class S>
 Task<Expected<std::size_t>> Stream<S>::read(io::MutableBuffer buf) {
   if (buf.empty()) co_return std::size_t{0};
+  if (!detail::take_budget()) co_await yield_now();
   for (;;) {
     const detail::Step step = session_->read(buf);
     switch (step.kind) {
@@ -384,6 +404,7 @@ Task<Expected<std::size_t>> Stream<S>::write(io::ConstBuffer buf) {
   if (session_->sent() < session_->queued()) {
     if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   }
+  if (!detail::take_budget()) co_await yield_now();
   for (;;) {
     const detail::Step step = session_->write(buf);
     switch (step.kind) {
@@ -413,6 +434,7 @@ Task<Expected<void>> Stream<S>::write_all(io::ConstBuffer buf) {
     if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   }
   while (!buf.empty()) {
+    if (!detail::take_budget()) co_await yield_now();
     const detail::Step step = session_->write(buf);
     switch (step.kind) {
       case detail::Step::kDone:
