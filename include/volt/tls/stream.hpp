@@ -236,18 +236,6 @@ struct InputClaim {
   ~InputClaim() { s->release_input(failure); }
 };
 
-// One unit of the task's cooperative budget per OpenSSL call that moves
-// application data, as a socket operation takes one per system call. With
-// direct I/O a record usually goes to or from the kernel inside the call,
-// with no await on the transport, so without this a stream whose socket is
-// always ready (a bulk transfer) never gave its worker back: it starved the
-// tasks queued behind it, and a reader and a writer that had met on one
-// worker stayed there, taking turns while another worker slept. Taken before
-// the call, so a task cancelled while it yields has done nothing.
-inline bool take_budget() noexcept {
-  return volt::detail::coop_try_consume();
-}
-
 }  // namespace detail
 
 template <class S>
@@ -363,7 +351,15 @@ Task<Expected<void>> Stream<S>::receive() {
 template <class S>
 Task<Expected<std::size_t>> Stream<S>::read(io::MutableBuffer buf) {
   if (buf.empty()) co_return std::size_t{0};
-  if (!detail::take_budget()) co_await yield_now();
+  // One unit of the task's cooperative budget per OpenSSL call that moves
+  // application data, as a socket operation takes one per system call. With
+  // direct I/O a record usually goes to or from the kernel inside the call,
+  // with no await on the transport, so without this a stream whose socket is
+  // always ready (a bulk transfer) never gave its worker back: it starved the
+  // tasks queued behind it, and a reader and a writer that had met on one
+  // worker stayed there, taking turns while another worker slept. Taken
+  // before the call, so a task cancelled while it yields has done nothing.
+  if (!volt::detail::coop_try_consume()) co_await yield_now();
   for (;;) {
     const detail::Step step = session_->read(buf);
     switch (step.kind) {
@@ -404,7 +400,7 @@ Task<Expected<std::size_t>> Stream<S>::write(io::ConstBuffer buf) {
   if (session_->sent() < session_->queued()) {
     if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   }
-  if (!detail::take_budget()) co_await yield_now();
+  if (!volt::detail::coop_try_consume()) co_await yield_now();  // as read()
   for (;;) {
     const detail::Step step = session_->write(buf);
     switch (step.kind) {
@@ -434,7 +430,7 @@ Task<Expected<void>> Stream<S>::write_all(io::ConstBuffer buf) {
     if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   }
   while (!buf.empty()) {
-    if (!detail::take_budget()) co_await yield_now();
+    if (!volt::detail::coop_try_consume()) co_await yield_now();  // as read()
     const detail::Step step = session_->write(buf);
     switch (step.kind) {
       case detail::Step::kDone:
