@@ -134,6 +134,36 @@ TEST(InjectQueueTest, PopBatchTakesUpToMaxAsANullTerminatedChain) {
   EXPECT_EQ(q.pop(), tasks[3]);
 }
 
+// A batch of at least the queue's length takes the list whole (no walk):
+// the chain it returns must end at the last task, and the queue, left with
+// no head or tail, must link what is pushed next as its only content.
+TEST(InjectQueueTest, PopBatchOfExactlyTheLengthTakesTheWholeChainAndEmptiesTheQueue) {
+  FakeTasks tasks(8);
+  InjectQueue q;
+  link(tasks, 0, 2);
+  ASSERT_TRUE(q.push_batch(tasks[0], tasks[2], 3));
+  ASSERT_TRUE(q.push(tasks[3]));
+
+  std::size_t popped = 0;
+  TaskHeader* first = q.pop_batch(4, &popped);
+  EXPECT_EQ(popped, 4u);
+  EXPECT_EQ(chain_ids(first), (std::vector<std::uint64_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(q.is_empty());
+  EXPECT_EQ(q.pop(), nullptr);
+
+  link(tasks, 4, 5);
+  ASSERT_TRUE(q.push_batch(tasks[4], tasks[5], 2));
+  ASSERT_TRUE(q.push(tasks[6]));
+  EXPECT_EQ(q.len(), 3u);
+  first = q.pop_batch(2, &popped);  // part of it: the walk
+  EXPECT_EQ(popped, 2u);
+  EXPECT_EQ(chain_ids(first), (std::vector<std::uint64_t>{4, 5}));
+  first = q.pop_batch(64, &popped);  // the rest, whole
+  EXPECT_EQ(popped, 1u);
+  EXPECT_EQ(chain_ids(first), (std::vector<std::uint64_t>{6}));
+  EXPECT_EQ(q.len(), 0u);
+}
+
 TEST(InjectQueueTest, PopBatchOfZeroTakesNothing) {
   FakeTasks tasks(2);
   InjectQueue q;

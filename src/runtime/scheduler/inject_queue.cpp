@@ -29,9 +29,19 @@ TaskHeader* InjectQueue::pop_batch(std::size_t max, std::size_t* popped) noexcep
   std::lock_guard lock(mutex_);
   TaskHeader* first = head_;
   if (!first) return nullptr;
+  // relaxed: written only under mutex_, which we hold, so this is exact.
+  const std::size_t len = len_.load(std::memory_order_relaxed);
+  if (len <= max) {
+    // All of it, without touching a task: the tail's link is already null
+    // (push_batch clears it before linking the chain in).
+    head_ = tail_ = nullptr;
+    len_.store(0, std::memory_order_relaxed);
+    *popped = len;
+    return first;
+  }
   TaskHeader* last = first;
   std::size_t n = 1;
-  while (n < max && last->queue_next) {
+  while (n < max && last->queue_next) {  // len > max: the check is only a guard
     last = last->queue_next;
     ++n;
   }

@@ -5,9 +5,22 @@
 // that are not workers. Workers take from it in batches (pop_batch), so the
 // lock is amortised over many tasks.
 //
-// A mutex-protected intrusive singly-linked list through TaskHeader::queue_next
-// (no allocation per push), with the length mirrored in an atomic so that the
-// hot "is there anything?" checks never take the lock.
+// An intrusive singly-linked list through TaskHeader::queue_next (no
+// allocation per push) under a SpinLock, with the length mirrored in an
+// atomic so that the hot "is there anything?" checks never take the lock.
+//
+// Why a SpinLock: every critical section is a few pointer writes. A push
+// links one chain at the tail; a pop that wants at least what is queued
+// detaches the whole list without reading a task (the common case when a
+// worker keeps up with its spawners); only a pop of part of a longer list
+// walks it, up to kMaxInjectBatch cold task headers. With std::mutex, a
+// thread spawning into a 1-worker runtime from outside blocked in the
+// kernel whenever it met the worker's pop, and each unlock was a futex
+// wake: 20 % of spawn_many_remote's profile when the two ran side by side
+// on two CPUs. Detaching without a walk and spinning instead took that
+// mode from 400-460 to 340-380 ns a spawn (alternated runs; docs/
+// benchmarks.md). SpinLock yields the CPU after a bounded spin, so a
+// preempted holder still gets to run when threads outnumber CPUs.
 //
 // After close(), pushes are refused (the caller drops the entry's reference):
 // that is how wake-ups arriving after shutdown release their tasks.
@@ -17,6 +30,7 @@
 #include <cstddef>
 #include <mutex>
 
+#include "volt/detail/spin_lock.hpp"
 #include "volt/detail/task_header.hpp"
 
 namespace volt::detail {
@@ -48,7 +62,7 @@ class InjectQueue {
   bool is_closed() const noexcept;
 
  private:
-  mutable std::mutex mutex_;
+  mutable SpinLock mutex_;
   TaskHeader* head_ = nullptr;  // guarded by mutex_
   TaskHeader* tail_ = nullptr;  // guarded by mutex_
   bool closed_ = false;         // guarded by mutex_
