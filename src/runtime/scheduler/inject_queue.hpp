@@ -16,11 +16,12 @@
 // walks it, up to kMaxInjectBatch cold task headers. With std::mutex, a
 // thread spawning into a 1-worker runtime from outside blocked in the
 // kernel whenever it met the worker's pop, and each unlock was a futex
-// wake: 20 % of spawn_many_remote's profile when the two ran side by side
-// on two CPUs. Detaching without a walk and spinning instead took that
-// mode from 400-460 to 340-380 ns a spawn (alternated runs; docs/
+// wake: about 20 % of spawn_many_remote's profile when the two ran side by
+// side on two CPUs. Detaching without a walk and spinning instead took that
+// mode from 400-450 to 330-370 ns a spawn (alternated runs; docs/
 // benchmarks.md). SpinLock yields the CPU after a bounded spin, so a
-// preempted holder still gets to run when threads outnumber CPUs.
+// preempted holder still gets to run when threads outnumber CPUs (the same
+// lock guards OwnedTasks' shards, which every spawner also takes).
 //
 // After close(), pushes are refused (the caller drops the entry's reference):
 // that is how wake-ups arriving after shutdown release their tasks.
