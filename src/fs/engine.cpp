@@ -67,12 +67,10 @@ std::int64_t read_whole(int fd, std::vector<std::byte>& out) noexcept {
   return static_cast<std::int64_t>(have);
 }
 
-std::int64_t write_whole(int fd, const std::vector<std::byte>& data, std::int64_t offset) noexcept {
+std::int64_t write_whole(int fd, const std::vector<std::byte>& data) noexcept {
   std::size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = offset < 0 ? ::write(fd, data.data() + done, data.size() - done)
-                           : ::pwrite(fd, data.data() + done, data.size() - done,
-                                      offset + static_cast<std::int64_t>(done));
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       return neg_errno();
@@ -145,7 +143,7 @@ void run_blocking(FileOp& op) noexcept {
         op.res = neg_errno();
         break;
       }
-      op.res = write_whole(fd, op.buffer, op.offset);  // -1 but for the rest of a short write
+      op.res = write_whole(fd, op.buffer);
       op.close_res = ::close(fd) != 0 && errno != EINTR ? neg_errno() : 0;
       break;
     }

@@ -73,6 +73,21 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
       case OpKind::kDup:
         run_on_pool(pool_, op);
         return;
+      case OpKind::kWriteFile:  // always O_CREAT
+        run_on_pool(pool_, op);
+        return;
+      case OpKind::kOpen:
+        // io_uring never tries these inline (they would block on the
+        // directory's lock and the inode allocation): it hands them to an
+        // io-wq thread, a hop like the pool's. The pool's thread is the one
+        // that stays awake for the next job (blocking_pool.hpp), so a task
+        // creating files one after another does not wake an idle thread on
+        // an idle CPU for each (fs_write_small, docs/design.md).
+        if (op->flags & (O_CREAT | O_TRUNC | __O_TMPFILE)) {
+          run_on_pool(pool_, op);
+          return;
+        }
+        break;
       case OpKind::kRead:
       case OpKind::kWrite:
         // At the cursor (offset -1): the pool's read(2)/write(2). io_uring
@@ -155,7 +170,7 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
 
   // Under submit_mutex_. False if there is no room (nothing was queued).
   bool prepare(FileOp* op) noexcept {
-    const bool chain = op->kind == OpKind::kReadFile || op->kind == OpKind::kWriteFile;
+    const bool chain = op->kind == OpKind::kReadFile;
     if (chain && (free_slots_.empty() || io_uring_sq_space_left(&ring_) < 3)) {
       io_uring_submit(&ring_);
       if (free_slots_.empty() || io_uring_sq_space_left(&ring_) < 3) return false;
@@ -183,31 +198,22 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
         io_uring_prep_statx(s, op->file ? op->file.fd() : AT_FDCWD, op->path.c_str(), op->flags,
                             STATX_BASIC_STATS | STATX_BTIME, &op->stx);
         break;
-      case OpKind::kReadFile:
-      case OpKind::kWriteFile: {
+      case OpKind::kReadFile: {
         const int slot = free_slots_.back();
         free_slots_.pop_back();
         op->direct_slot = slot;
         op->cqes_left = 3;
-        const bool read = op->kind == OpKind::kReadFile;
         // Direct descriptors take no O_CLOEXEC (EINVAL): they are not in the
         // process's table at all.
-        io_uring_prep_openat_direct(s, AT_FDCWD, op->path.c_str(), read ? O_RDONLY : op->flags,
-                                    op->mode, static_cast<unsigned>(slot));
+        io_uring_prep_openat_direct(s, AT_FDCWD, op->path.c_str(), O_RDONLY, 0,
+                                    static_cast<unsigned>(slot));
         s->flags |= IOSQE_IO_LINK;
         s->user_data = tag(op, 0);
         io_uring_sqe* rw = io_uring_get_sqe(&ring_);
-        if (read) {
-          op->buffer.resize(kChainReadSize);
-          io_uring_prep_read(rw, slot, op->buffer.data(), kChainReadSize, 0);
-        } else {
-          // Offset 0: the file was just opened (truncated, or O_APPEND,
-          // which writes at the end whatever the offset).
-          io_uring_prep_write(rw, slot, op->buffer.data(), static_cast<unsigned>(op->buffer.size()),
-                              0);
-        }
-        // Hard link: the close runs even if the read or write "fails" (a
-        // short read counts as a failure for a plain link).
+        op->buffer.resize(kChainReadSize);
+        io_uring_prep_read(rw, slot, op->buffer.data(), kChainReadSize, 0);
+        // Hard link: the close runs even if the read "fails" (a short read
+        // counts as a failure for a plain link).
         rw->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
         rw->user_data = tag(op, 1);
         io_uring_sqe* close = io_uring_get_sqe(&ring_);
@@ -259,15 +265,13 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
         op->res = res;
         break;
       case OpKind::kReadFile:
-      case OpKind::kWriteFile:
         if (step == 0) {
           op->res = res;  // the open's error, if any, wins
         } else if (step == 1) {
-          if (op->res >= 0) op->res = res;  // bytes, or the read/write error
+          if (op->res >= 0) op->res = res;  // bytes, or the read error
         } else {
-          // The close: its error matters for a write; an empty slot (the open
-          // failed) gives EBADF, which is not news.
-          if (op->kind == OpKind::kWriteFile && op->res >= 0) op->close_res = res;
+          // The close: nothing to lose for a read-only file; an empty slot
+          // (the open failed) gives EBADF, which is not news.
           std::lock_guard guard(submit_mutex_);
           free_slots_.push_back(op->direct_slot);
           op->direct_slot = -1;
@@ -286,20 +290,6 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
     }
     if (op->kind == OpKind::kReadFile && op->res >= 0)
       op->buffer.resize(static_cast<std::size_t>(op->res));
-    if (op->kind == OpKind::kWriteFile && op->res >= 0 &&
-        static_cast<std::size_t>(op->res) < op->buffer.size()) {
-      // A short write (the disk filled up, RLIMIT_FSIZE): the pool writes the
-      // rest after what was written, and reports the error that stops it.
-      const std::size_t written = static_cast<std::size_t>(op->res);
-      op->buffer.erase(op->buffer.begin(),
-                       op->buffer.begin() + static_cast<std::ptrdiff_t>(written));
-      op->flags &= ~(O_TRUNC | O_CREAT | O_EXCL);
-      if (!(op->flags & O_APPEND)) op->offset = static_cast<std::int64_t>(written);
-      op->close_res = 0;
-      run_on_pool(pool_, op);  // first: it takes its reference before we drop ours
-      done_with(op, false);
-      return;
-    }
     done_with(op, true);
   }
 

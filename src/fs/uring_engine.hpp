@@ -21,13 +21,19 @@
 //
 // Reads and writes at the cursor go to the blocking pool (see submit() for
 // the kernel behaviour that rules io_uring out for them); positional ones,
-// opens, statx, fsync and the whole-file chains use the ring.
+// opens of existing files, statx, fsync and the whole-file read chain use
+// the ring.
 //
 // Linked chains: a whole-file read is open -> read -> close on a registered
 // ("direct") descriptor slot, submitted together: one io_uring_enter for all
 // three. The read asks for kChainReadSize bytes; a larger file is then read
-// by one blocking-pool job (open, fstat, read, close). A whole-file write is
-// open -> write -> close the same way.
+// by one blocking-pool job (open, fstat, read, close).
+//
+// Opens that create or truncate (and so whole-file writes, which always
+// create) go to the blocking pool: io_uring never tries them inline but
+// hands each to an io-wq thread, the same hop, and the pool's thread stays
+// awake for the next job where io-wq's sleeps (fs_write_small at 1 worker:
+// 1.42-1.50 times Tokio's time through the ring, 1.03-1.04 through the pool).
 //
 // Lifetime: each request's user_data is its FileOp (tagged with the step of
 // a chain in its low bits); the engine holds a reference on the op from

@@ -20,7 +20,9 @@
 //  2. Otherwise on the runtime's file engine: io_uring when the kernel offers
 //     it (probed when the runtime starts: see Runtime::Builder::io_uring and
 //     VOLT_IO_URING), else the blocking pool, one hop per call whatever the
-//     size (a read of 16 MiB is one hop, not one per chunk). A worker never
+//     size (a read of 16 MiB is one hop, not one per chunk). Opens that
+//     create or truncate go to the blocking pool even with io_uring, which
+//     would only hand them to a kernel thread of its own. A worker never
 //     blocks on a disk either way.
 //
 // Guarantees:

@@ -63,7 +63,8 @@ using Path = std::filesystem::path;
 Task<Expected<std::vector<std::byte>>> read(const Path& path);
 // The same, as text (bytes as they are: no encoding check).
 Task<Expected<std::string>> read_to_string(const Path& path);
-// Creates or truncates `path` and writes `contents` (copied). Success means
+// Creates or truncates `path` and writes `contents` (copied), in one job on
+// the blocking pool (open, write, close). Success means
 // every byte was written and the close succeeded (an error of either is
 // reported; the file then holds an unknown prefix).
 Task<Expected<void>> write(const Path& path, io::ConstBuffer contents);

@@ -1,12 +1,14 @@
 #include "runtime/blocking/blocking_pool.hpp"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <system_error>
 #include <thread>
 
 #include "detail/thread_parker.hpp"
 #include "io/driver.hpp"
+#include "volt/detail/spin_lock.hpp"
 #include "volt/task/join_handle.hpp"
 
 namespace volt::detail {
@@ -60,6 +62,11 @@ void BlockingPool::enqueue(TaskHeader* task) noexcept {
   }
   tail_ = task;
   ++queued_;
+  has_work_.store(true, std::memory_order_relaxed);
+  // A spinning thread takes the first job (it locks and pops once it sees
+  // has_work_, or finds the job under the lock when its spin ends).
+  if (queued_ <= spinning_) return;
+  if (queued_ == 1) spin_worthwhile_ = std::chrono::steady_clock::now() - last_done_ < kSpinWindow;
   if (idle_ > 0) {
     --idle_;
     ++notify_;
@@ -113,8 +120,20 @@ TaskHeader* BlockingPool::pop_locked() noexcept {
   TaskHeader* task = head_;
   if (task) {
     head_ = task->queue_next;
-    if (!head_) tail_ = nullptr;
+    if (!head_) {
+      tail_ = nullptr;
+      has_work_.store(false, std::memory_order_relaxed);
+    }
     --queued_;
+    // More threads claimed than jobs left for them: a thread that was not
+    // claimed (one finishing a job, or spinning) took this one. The claim
+    // goes back and its thread back to idle_ (woken, it finds notify_ short
+    // and waits on); otherwise the next spawn would find nobody idle and
+    // start a thread while that one wakes up for nothing.
+    if (notify_ > queued_) {
+      --notify_;
+      ++idle_;
+    }
   }
   return task;
 }
@@ -129,9 +148,22 @@ void BlockingPool::run_thread() noexcept {
       lock.unlock();
       poll_task(task);
       job_done();
+      const auto done = std::chrono::steady_clock::now();
       lock.lock();
+      last_done_ = done;
     }
     if (shutdown_) break;
+    if (spin_worthwhile_ && spinning_ == 0) {
+      spinning_ = 1;
+      lock.unlock();
+      spin_for_work(std::chrono::steady_clock::now() + kSpinWindow);
+      lock.lock();
+      spinning_ = 0;
+      // A job queued while we spun counted on us (queued_ <= spinning_): it
+      // is in the queue now, whether or not the spin saw it.
+      if (head_) continue;
+      if (shutdown_) break;
+    }
     // Idle: wait for a claim, shutdown, or the keep-alive to run out.
     ++idle_;
     // Saturated: a keep-alive of nanoseconds::max() means "stay for good".
@@ -169,6 +201,19 @@ void BlockingPool::run_thread() noexcept {
   Scheduler* runtime = runtime_;
   release_reference();  // may free the pool: nothing of `this` after this line
   runtime->release_reference();
+}
+
+void BlockingPool::spin_for_work(std::chrono::steady_clock::time_point until) const noexcept {
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (has_work_.load(std::memory_order_relaxed)) return;
+      SpinLock::pause();
+    }
+    if (std::chrono::steady_clock::now() >= until) return;
+    // Another thread runnable on this CPU (the task that would queue our
+    // next job, when the two share it) runs first.
+    ::sched_yield();
+  }
 }
 
 void BlockingPool::block_until_complete(TaskHeader* task) {
@@ -209,7 +254,8 @@ BlockingPoolStats BlockingPool::stats() const {
   std::lock_guard lock(mutex_);
   BlockingPoolStats s;
   s.threads = threads_;
-  s.idle_threads = idle_;
+  // A spinning thread is idle too, unless a queued job already counts on it.
+  s.idle_threads = idle_ + (spinning_ > queued_ ? spinning_ - queued_ : 0);
   s.queue_depth = queued_;
   return s;
 }
