@@ -184,6 +184,8 @@ class PoolJob {
   void operator()() noexcept {
     FileOp* op = std::exchange(op_, nullptr);
     run_blocking(*op);
+    // Before the awaiter is woken (it may queue the next operation at once).
+    volt::detail::blocking_job_finishing();
     op->finish();
     op->release();
   }

@@ -17,7 +17,17 @@ namespace {
 // The pool whose thread this is (a blocking function shutting its own runtime
 // down must not wait for itself).
 thread_local BlockingPool* tls_pool = nullptr;
+// This thread counts in its pool's finishing_ (see blocking_job_finishing).
+thread_local bool tls_finishing = false;
 }  // namespace
+
+void blocking_job_finishing() noexcept {
+  BlockingPool* pool = tls_pool;
+  if (pool == nullptr || tls_finishing) return;
+  const std::lock_guard lock(pool->mutex_);
+  ++pool->finishing_;
+  tls_finishing = true;
+}
 
 BlockingPool::BlockingPool(BlockingPoolConfig config, Scheduler* runtime, Driver& driver)
     : config_(std::move(config)), runtime_(runtime), driver_(driver) {}
@@ -74,6 +84,8 @@ void BlockingPool::enqueue(TaskHeader* task) noexcept {
     work_cv_.notify_one();
     return;
   }
+  // Nobody idle: a thread completing its job will look in a moment.
+  if (queued_ <= spinning_ + finishing_) return;
   if (threads_ >= config_.max_threads) return;  // waits for a busy thread
   ++threads_;
   ++alive_;
@@ -151,6 +163,10 @@ void BlockingPool::run_thread() noexcept {
       const auto done = std::chrono::steady_clock::now();
       lock.lock();
       last_done_ = done;
+      if (tls_finishing) {
+        --finishing_;
+        tls_finishing = false;
+      }
     }
     if (shutdown_) break;
     if (spin_worthwhile_ && spinning_ == 0) {

@@ -23,6 +23,11 @@
 //    between its jobs stay under the window, so a pool whose work is sparse
 //    sleeps at once. A spinning thread counts as claimed by the first job
 //    queued while it spins (spinning_): that job wakes nobody.
+//  - So does a thread that finished its job's work and is only completing
+//    it (finishing_, from blocking_job_finishing()), when no thread is
+//    idle: the completion wakes the job's awaiter, which often spawns the
+//    next job at once, and a thread started for it would find it already
+//    taken by this one, which is back a moment later.
 //  - Each thread holds a lifetime reference on the pool and on its runtime,
 //    and marks the runtime as entered (Handle::current() works inside the
 //    function, and blocking on a JoinHandle is allowed there).
@@ -97,6 +102,7 @@ class BlockingPool final : public Scheduler {
  private:
   ~BlockingPool() override = default;
   void enqueue(TaskHeader* task) noexcept;
+  friend void blocking_job_finishing() noexcept;
   void run_thread() noexcept;
   TaskHeader* pop_locked() noexcept;
   // Spins (without the lock) until has_work_ or `until`.
@@ -137,6 +143,9 @@ class BlockingPool final : public Scheduler {
   // 0 or 1: a thread spinning for work, which the first job queued meanwhile
   // relies on instead of waking or starting a thread.
   std::uint32_t spinning_ = 0;  // guarded by mutex_
+  // Threads between blocking_job_finishing() and their next look at the
+  // queue (each counts itself once: tls_finishing in the .cpp).
+  std::uint32_t finishing_ = 0;  // guarded by mutex_
   // When a job last finished, and whether the job queued after it came
   // within kSpinWindow of that (judged by enqueue() when it found nobody
   // spinning; a job a spinner takes keeps it true). Pool-wide, not per
