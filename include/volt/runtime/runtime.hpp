@@ -92,15 +92,19 @@ struct BlockingJobScope {
 };
 
 // The one-poll task a blocking function runs in. The function is moved into
-// the frame; its result or exception becomes the task's output.
+// the frame; its result or exception becomes the task's output. It is moved
+// again into a local declared after the scope, so that its captures are
+// destroyed (as Tokio's FnOnce is consumed) before the thread reports
+// itself finishing: a capture whose destructor blocks delays nobody's job.
 template <class F>
 Task<std::invoke_result_t<F&>> run_blocking(F fn) {
   const BlockingJobScope scope;
+  F job = std::move(fn);
   if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
-    fn();
+    job();
     co_return;
   } else {
-    co_return fn();
+    co_return job();
   }
 }
 
