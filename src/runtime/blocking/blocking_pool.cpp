@@ -137,15 +137,6 @@ TaskHeader* BlockingPool::pop_locked() noexcept {
       has_work_.store(false, std::memory_order_relaxed);
     }
     --queued_;
-    // More threads claimed than jobs left for them: a thread that was not
-    // claimed (one finishing a job, or spinning) took this one. The claim
-    // goes back and its thread back to idle_ (woken, it finds notify_ short
-    // and waits on); otherwise the next spawn would find nobody idle and
-    // start a thread while that one wakes up for nothing.
-    if (notify_ > queued_) {
-      --notify_;
-      ++idle_;
-    }
   }
   return task;
 }
