@@ -6,6 +6,7 @@
 // allocation while waiting, and the 4 x 4 exactly-once stress with random
 // cancellation (run under TSan in CI).
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -85,6 +86,68 @@ TEST(MpmcRing, WrapsAroundManyLapsAtAnyCapacity) {
       ASSERT_LE(sent - received, capacity);
       ASSERT_EQ(rx.len(), sent - received);
     }
+  }
+}
+
+// Values of 8, 24 and 64 bytes: slots of 16 bytes (four to a cache line),
+// 32 bytes (two) and 72 bytes (a line or more, kept dense).
+template <std::size_t kWords>
+struct Words {
+  std::array<std::uint64_t, kWords> w{};
+  static Words of(std::uint64_t n) {
+    Words v;
+    v.w.fill(n);
+    return v;
+  }
+  bool holds(std::uint64_t n) const {
+    return std::all_of(w.begin(), w.end(), [n](std::uint64_t x) { return x == n; });
+  }
+};
+
+// The ring spreads consecutive positions over cache lines within blocks of
+// up to 256 lines (Channel::slot_at). Every position of every lap must be a
+// slot of its own: fill the ring to capacity and drain it, twice, then
+// send and receive in random runs for several laps, checking every value.
+template <class V>
+void fill_drain_and_wrap(std::size_t capacity) {
+  auto [tx, rx] = mpmc::channel<V>(capacity);
+  std::uint64_t sent = 0;
+  std::uint64_t received = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t i = 0; i < capacity; ++i)
+      ASSERT_TRUE(tx.try_send(V::of(sent++))) << "capacity " << capacity << ", send " << i;
+    ASSERT_FALSE(tx.try_send(V::of(0))) << "capacity " << capacity << " took one more";
+    for (std::size_t i = 0; i < capacity; ++i) {
+      Expected<V> v = rx.try_recv();
+      ASSERT_TRUE(v) << "capacity " << capacity << ", receive " << i;
+      ASSERT_TRUE(v->holds(received++)) << "capacity " << capacity << ", receive " << i;
+    }
+    ASSERT_TRUE(rx.is_empty());
+  }
+  std::mt19937 rng(static_cast<unsigned>(capacity));
+  const std::uint64_t until = received + 5 * capacity + 1000;
+  while (received < until) {
+    for (std::size_t k = rng() % (capacity + 1); k > 0; --k)
+      if (tx.try_send(V::of(sent))) ++sent;
+    for (std::size_t k = rng() % (capacity + 1); k > 0; --k) {
+      Expected<V> v = rx.try_recv();
+      if (!v) {
+        ASSERT_EQ(received, sent) << "empty while values were in it";
+        break;
+      }
+      ASSERT_TRUE(v->holds(received)) << "capacity " << capacity << ", value " << received;
+      ++received;
+    }
+    ASSERT_EQ(rx.len(), sent - received);
+  }
+}
+
+TEST(MpmcRing, EveryPositionIsASlotOfItsOwnAtBlockBoundaries) {
+  for (std::size_t capacity :
+       {1u, 2u, 3u, 4u, 5u, 8u, 9u, 63u, 64u, 65u, 1000u, 1023u, 1024u, 1025u, 4097u, 9000u}) {
+    fill_drain_and_wrap<Words<1>>(capacity);
+    fill_drain_and_wrap<Words<3>>(capacity);
+    fill_drain_and_wrap<Words<8>>(capacity);
   }
 }
 

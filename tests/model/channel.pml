@@ -93,28 +93,28 @@
  * the lost wake-up this model found in the first version).
  *
  * Step-to-line mapping:
- *   P_gate  include/volt/channel/mpmc.hpp:188  if (!kGranted && (word & send_gate_bit_)) {
- *   P_claim  include/volt/channel/mpmc.hpp:210  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
- *   P_C1  include/volt/channel/mpmc.hpp:215  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
- *   P_closing  include/volt/channel/mpmc.hpp:223  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
- *   G_claim  include/volt/channel/mpmc.hpp:405  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
- *   G_C1  include/volt/channel/mpmc.hpp:412  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
- *   G_empty  include/volt/channel/mpmc.hpp:422  if ((tail & ~flags()) == head)
- *   G_behind_read  include/volt/channel/mpmc.hpp:431  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
- *   closer_mark  include/volt/channel/mpmc.hpp:448  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
- *   closer_recv  include/volt/channel/mpmc.hpp:450  recv_waiters_.wake_all();
- *   closer_send  include/volt/channel/mpmc.hpp:451  send_waiters_.wake_all();
- *   pass_recv  include/volt/channel/mpmc.hpp:502  if (value_at_head()) recv_waiters_.wake_one();
- *   pass_send  include/volt/channel/mpmc.hpp:505  if (room_at_tail()) send_waiters_.wake_one();
- *   wake_all_closing  include/volt/channel/mpmc.hpp:510  if (pushed == RingResult::kDoneClosing) {
- *   S_drop_grant  include/volt/channel/mpmc.hpp:773  channel_->send_waiters().drop_grant(&waiter_);
- *   S_wake_recv  include/volt/channel/mpmc.hpp:847  if (wake_receiver) channel_->wake_receivers(pushed);
- *   S_regrant  include/volt/channel/mpmc.hpp:862  const bool regrant = std::exchange(holds_grant_, false);
- *   S_retry  include/volt/channel/mpmc.hpp:886  if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this)) {
- *   S_retry_wake  include/volt/channel/mpmc.hpp:891  channel_->wake_receivers(pushed_);
- *   S_pass_on  include/volt/channel/mpmc.hpp:892  channel_->pass_on_after_woken_send();
- *   R_wake_send  include/volt/channel/mpmc.hpp:1353  if (wake_sender) channel_->send_waiters().wake_one();
- *   R_pass_on  include/volt/channel/mpmc.hpp:1379  if (value_) channel_->pass_on_after_woken_recv();
+ *   P_gate  include/volt/channel/mpmc.hpp:189  if (!kGranted && (word & send_gate_bit_)) {
+ *   P_claim  include/volt/channel/mpmc.hpp:211  if (tail_.compare_exchange_weak(word, next(tail) | (word & send_gate_bit_),
+ *   P_C1  include/volt/channel/mpmc.hpp:216  slot.stamp.store(tail + 1, std::memory_order_seq_cst);
+ *   P_closing  include/volt/channel/mpmc.hpp:224  if (tail_.load(std::memory_order_seq_cst) & mark_bit_) return RingResult::kDoneClosing;
+ *   G_claim  include/volt/channel/mpmc.hpp:406  if (head_.compare_exchange_weak(head, next(head), std::memory_order_relaxed,
+ *   G_C1  include/volt/channel/mpmc.hpp:413  slot.stamp.store(head + one_lap_, std::memory_order_seq_cst);
+ *   G_empty  include/volt/channel/mpmc.hpp:423  if ((tail & ~flags()) == head)
+ *   G_behind_read  include/volt/channel/mpmc.hpp:432  if ((tail & mark_bit_) && (tail & ~flags()) == head) return RingResult::kClosed;
+ *   closer_mark  include/volt/channel/mpmc.hpp:449  tail_.fetch_or(mark_bit_, std::memory_order_seq_cst);
+ *   closer_recv  include/volt/channel/mpmc.hpp:451  recv_waiters_.wake_all();
+ *   closer_send  include/volt/channel/mpmc.hpp:452  send_waiters_.wake_all();
+ *   pass_recv  include/volt/channel/mpmc.hpp:503  if (value_at_head()) recv_waiters_.wake_one();
+ *   pass_send  include/volt/channel/mpmc.hpp:506  if (room_at_tail()) send_waiters_.wake_one();
+ *   wake_all_closing  include/volt/channel/mpmc.hpp:511  if (pushed == RingResult::kDoneClosing) {
+ *   S_drop_grant  include/volt/channel/mpmc.hpp:815  channel_->send_waiters().drop_grant(&waiter_);
+ *   S_wake_recv  include/volt/channel/mpmc.hpp:889  if (wake_receiver) channel_->wake_receivers(pushed);
+ *   S_regrant  include/volt/channel/mpmc.hpp:904  const bool regrant = std::exchange(holds_grant_, false);
+ *   S_retry  include/volt/channel/mpmc.hpp:928  if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this)) {
+ *   S_retry_wake  include/volt/channel/mpmc.hpp:933  channel_->wake_receivers(pushed_);
+ *   S_pass_on  include/volt/channel/mpmc.hpp:934  channel_->pass_on_after_woken_send();
+ *   R_wake_send  include/volt/channel/mpmc.hpp:1395  if (wake_sender) channel_->send_waiters().wake_one();
+ *   R_pass_on  include/volt/channel/mpmc.hpp:1421  if (value_) channel_->pass_on_after_woken_recv();
  *   C2  include/volt/detail/channel_waiters.hpp:158  if (waiting_.load(std::memory_order_seq_cst)) wake_one_slow();
  *   E_regrant  src/channel/channel_waiters.cpp:20  if (++waiter->regrants == kStrictAfter) ++starving_;
  *   E_R1  src/channel/channel_waiters.cpp:29  waiting_.store(true, std::memory_order_seq_cst);
@@ -135,11 +135,11 @@
  *   clear_flag  src/channel/channel_waiters.cpp:254  waiting_.store(false, std::memory_order_relaxed);
  *   gate_reserved  src/channel/channel_waiters.cpp:256  if (gate_word_ == nullptr || strict() || reserved_.load(std::memory_order_relaxed) != 0) return;
  *   clear_gate  src/channel/channel_waiters.cpp:263  gate_word_->fetch_and(~gate_bit_, std::memory_order_relaxed);
- *   K_account  include/volt/channel/mpmc.hpp:198  if (reserved != 0 && !room_for(tail, reserved + 1)) return RingResult::kNotNow;
- *   K_room  include/volt/channel/mpmc.hpp:365  if (stamp + one_lap_ != stamp_free + 1) return false;
- *   K_reserve  include/volt/channel/mpmc.hpp:346  send_waiters_.add_reserved_locked(n);
- *   K_push_spin  include/volt/channel/mpmc.hpp:280  if (stamp + one_lap_ == tail + 1) backoff.once();
- *   K_used  include/volt/channel/mpmc.hpp:290  send_waiters_.release_reserved(1);
+ *   K_account  include/volt/channel/mpmc.hpp:199  if (reserved != 0 && !room_for(tail, reserved + 1)) return RingResult::kNotNow;
+ *   K_room  include/volt/channel/mpmc.hpp:366  if (stamp + one_lap_ != stamp_free + 1) return false;
+ *   K_reserve  include/volt/channel/mpmc.hpp:347  send_waiters_.add_reserved_locked(n);
+ *   K_push_spin  include/volt/channel/mpmc.hpp:281  if (stamp + one_lap_ == tail + 1) backoff.once();
+ *   K_used  include/volt/channel/mpmc.hpp:291  send_waiters_.release_reserved(1);
  *   K_oldest  src/channel/channel_waiters.cpp:197  !strict() || (word & closed_bit_) ||
  *   K_release  src/channel/channel_waiters.cpp:223  reserved_.store(reserved_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
  *   E_R1_cond  src/channel/channel_waiters.cpp:26  if (!gated || strict() || granted_ == 0) {
@@ -153,9 +153,9 @@
  *   drop_end_turn  src/channel/channel_waiters.cpp:120  end_turn(gone);
  *   F_want  src/channel/channel_waiters.cpp:245  if (queued && (gate_word_ == nullptr || strict() || granted_ == 0)) {
  *   F_raise  src/channel/channel_waiters.cpp:249  if (!waiting_.load(std::memory_order_relaxed)) waiting_.store(true, std::memory_order_seq_cst);
- *   S_regrant_pass  include/volt/channel/mpmc.hpp:872  if (regrant) channel_->pass_on_after_woken_send();
- *   K_regrant_pass  include/volt/channel/mpmc.hpp:1129  if (regrant && phase_ == kReserved) channel_->pass_on_after_woken_send();
- *   K_retry_gate  include/volt/channel/mpmc.hpp:1141  if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this, true)) {
+ *   S_regrant_pass  include/volt/channel/mpmc.hpp:914  if (regrant) channel_->pass_on_after_woken_send();
+ *   K_regrant_pass  include/volt/channel/mpmc.hpp:1171  if (regrant && phase_ == kReserved) channel_->pass_on_after_woken_send();
+ *   K_retry_gate  include/volt/channel/mpmc.hpp:1183  if (!channel_->send_waiters().retry_granted(&waiter_, &recheck, this, true)) {
  *
  * Not modelled: the value
  * itself (only positions), the waker (a woken task re-polls and runs the
