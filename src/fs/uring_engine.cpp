@@ -136,10 +136,17 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
         ++seen;
       }
       io_uring_cq_advance(&ring_, seen);
+      // Completions posted while the queue was full (more than its 512
+      // entries at once) wait on the kernel's overflow list until an enter
+      // with GETEVENTS moves them in. Nothing else would: the ring's
+      // readiness is watched edge-triggered, and it fired when they were
+      // posted. (Submitting flushes them too, but no submission may come.)
+      const bool overflowed = io_uring_cq_has_overflow(&ring_);
+      if (overflowed) (void)io_uring_get_events(&ring_);
       reap_lock_.unlock();
       // A completion posted after the loop ended and before the unlock may
       // have been skipped by a thread whose try_lock failed: look again.
-      if (completions_waiting() == 0) return;
+      if (!overflowed && completions_waiting() == 0) return;
     }
   }
 

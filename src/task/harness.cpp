@@ -21,6 +21,7 @@
 #include <cassert>
 #include <utility>
 
+#include "runtime/blocking/blocking_pool.hpp"
 #include "runtime/unhandled_exception.hpp"
 #include "volt/detail/task_cell.hpp"
 #include "volt/detail/task_header.hpp"
@@ -62,11 +63,17 @@ void complete(TaskHeader* task, TaskState::Word refs) noexcept {
   if (!snapshot.is_join_interested()) {
     // No JoinHandle will read the output; destroying it is our job.
     task->vtable->drop_output(task);
-  } else if (snapshot.is_join_waker_set()) {
-    task->join_waker.wake_by_ref();
-    // Hand the waker back to the JoinHandle side; if the handle was dropped
-    // meanwhile, it left the waker to us (rule 3 in task_state.hpp).
-    if (!task->state.unset_waker_after_complete().is_join_interested()) task->join_waker.reset();
+  } else {
+    // On a blocking-pool thread, nothing of the job's is left to run here
+    // but the wake-up below (the output waits for the JoinHandle).
+    if (tls_context.entered != nullptr) [[unlikely]]
+      blocking_job_completing(task);
+    if (snapshot.is_join_waker_set()) {
+      task->join_waker.wake_by_ref();
+      // Hand the waker back to the JoinHandle side; if the handle was dropped
+      // meanwhile, it left the waker to us (rule 3 in task_state.hpp).
+      if (!task->state.unset_waker_after_complete().is_join_interested()) task->join_waker.reset();
+    }
   }
   if (task->state.transition_to_terminal(refs)) task->vtable->dealloc(task);
 }

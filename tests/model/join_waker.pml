@@ -142,78 +142,78 @@
  * Step-to-line mapping:
  *   I   include/volt/detail/task_state.hpp:88  static constexpr Word kInitial = 3 * kRefOne | kNotified | kJoinInterest;
  *   P0  src/runtime/scheduler/worker.cpp:152  poll_task(task);
- *   P1  src/task/harness.cpp:127  switch (task->state.transition_to_running()) {
+ *   P1  src/task/harness.cpp:134  switch (task->state.transition_to_running()) {
  *   P1  include/volt/detail/task_state.hpp:123  if (!(Snapshot{cur}.is_idle())) {
  *   P1  include/volt/detail/task_state.hpp:127  Word next = (cur - kRefOne) & ~kQueuedEntry;
  *   P1  include/volt/detail/task_state.hpp:131  check(cur & kNotified, cur, 
  *   P1  include/volt/detail/task_state.hpp:133  return (cur | kRunning) & ~kNotified;
- *   P2  src/task/harness.cpp:137  task->vtable->dealloc(task);
- *   B   src/task/harness.cpp:147  task->resume.poll();
- *   B   src/task/harness.cpp:103  if (check && !check(context)) return false;
+ *   P2  src/task/harness.cpp:144  task->vtable->dealloc(task);
+ *   B   src/task/harness.cpp:154  task->resume.poll();
+ *   B   src/task/harness.cpp:110  if (check && !check(context)) return false;
  *   B   include/volt/detail/task_header.hpp:196  task->state.ref_inc();
- *   E1  src/task/harness.cpp:153  if (task->root.done()) {
- *   E1  src/task/harness.cpp:155  complete(task, 1);
- *   E2  src/task/harness.cpp:158  switch (task->state.transition_to_idle()) {
+ *   E1  src/task/harness.cpp:160  if (task->root.done()) {
+ *   E1  src/task/harness.cpp:162  complete(task, 1);
+ *   E2  src/task/harness.cpp:165  switch (task->state.transition_to_idle()) {
  *   E2  include/volt/detail/task_state.hpp:148  if (cur & kQueuedEntry) {
  *   E2  include/volt/detail/task_state.hpp:152  next = (next & ~kQueuedEntry) - kRefOne;
  *   E2  include/volt/detail/task_state.hpp:154  } else if (cur & kNotified) {
  *   E2  include/volt/detail/task_state.hpp:158  next -= kRefOne;
- *   E3  src/task/harness.cpp:162  task->scheduler->schedule_yield(task);
- *   E4  src/task/harness.cpp:165  task->vtable->dealloc(task);
- *   L1  src/task/harness.cpp:45  static_cast<TaskHeader*>(data)->wake_by_val();
+ *   E3  src/task/harness.cpp:169  task->scheduler->schedule_yield(task);
+ *   E4  src/task/harness.cpp:172  task->vtable->dealloc(task);
+ *   L1  src/task/harness.cpp:46  static_cast<TaskHeader*>(data)->wake_by_val();
  *   L1  include/volt/detail/task_header.hpp:172  switch (state.transition_to_notified_by_val()) {
  *   L1  include/volt/detail/task_state.hpp:209  return (cur | kNotified) - kRefOne;
  *   L1  include/volt/detail/task_state.hpp:212  Word next = cur - kRefOne;
  *   L1  include/volt/detail/task_state.hpp:216  action = ToNotified::kSubmit;
  *   L2  include/volt/detail/task_header.hpp:174  scheduler->schedule(this);
  *   L3  include/volt/detail/task_header.hpp:177  vtable->dealloc(this);
- *   T1  src/task/harness.cpp:60  if (task->scheduler->release(task)) ++refs;
- *   T2  src/task/harness.cpp:61  TaskState::Snapshot snapshot = task->state.transition_to_complete();
+ *   T1  src/task/harness.cpp:61  if (task->scheduler->release(task)) ++refs;
+ *   T2  src/task/harness.cpp:62  TaskState::Snapshot snapshot = task->state.transition_to_complete();
  *   T2  include/volt/detail/task_state.hpp:186  Word prev = word_.fetch_xor(kRunning | kComplete, std::memory_order_acq_rel);
- *   T3  src/task/harness.cpp:64  task->vtable->drop_output(task);
- *   T4  src/task/harness.cpp:66  task->join_waker.wake_by_ref();
- *   T5  src/task/harness.cpp:69  if (!task->state.unset_waker_after_complete().is_join_interested()) task->join_waker.reset();
+ *   T3  src/task/harness.cpp:65  task->vtable->drop_output(task);
+ *   T4  src/task/harness.cpp:72  task->join_waker.wake_by_ref();
+ *   T5  src/task/harness.cpp:75  if (!task->state.unset_waker_after_complete().is_join_interested()) task->join_waker.reset();
  *   T5  include/volt/detail/task_state.hpp:301  Word prev = word_.fetch_and(~kJoinWaker, std::memory_order_acq_rel);
- *   T7  src/task/harness.cpp:71  if (task->state.transition_to_terminal(refs)) task->vtable->dealloc(task);
+ *   T7  src/task/harness.cpp:78  if (task->state.transition_to_terminal(refs)) task->vtable->dealloc(task);
  *   T7  include/volt/detail/task_state.hpp:197  Word prev = word_.fetch_sub(count * kRefOne, std::memory_order_acq_rel);
  *   A1  include/volt/task/join_handle.hpp:145  return handle_.is_finished() && detail::coop_try_consume();
  *   A1  include/volt/task/join_handle.hpp:148  if (!handle_.task_->state.load().is_complete()) {
  *   J0  include/volt/task/join_handle.hpp:151  if (detail::join_inline(handle_.task_)) return false;
- *   J1  src/task/harness.cpp:214  if (!ctx.current_task || ctx.scheduler != task->scheduler) return false;
- *   J1  src/task/harness.cpp:215  if (tls_inline_depth >= kMaxInlineDepth || ctx.budget <= 0) return false;
- *   J2  src/task/harness.cpp:219  if (task->scheduler->take_queued(task)) {
+ *   J1  src/task/harness.cpp:221  if (!ctx.current_task || ctx.scheduler != task->scheduler) return false;
+ *   J1  src/task/harness.cpp:222  if (tls_inline_depth >= kMaxInlineDepth || ctx.budget <= 0) return false;
+ *   J2  src/task/harness.cpp:226  if (task->scheduler->take_queued(task)) {
  *   J2  src/runtime/scheduler/worker.hpp:93  if (lifo_ == task) {
  *   J2  src/runtime/scheduler/worker.hpp:97  return queue_.pop_back_if(task);
- *   J3  src/task/harness.cpp:222  if (!start_poll(task)) {
- *   J4  src/task/harness.cpp:223  return task->state.load().is_complete();
- *   J5  src/task/harness.cpp:221  Step 1 cannot free the cell: the JoinHandle holds a reference.
- *   J6  src/task/harness.cpp:225  } else if (!task->state.transition_to_running_inline()) {
+ *   J3  src/task/harness.cpp:229  if (!start_poll(task)) {
+ *   J4  src/task/harness.cpp:230  return task->state.load().is_complete();
+ *   J5  src/task/harness.cpp:228  Step 1 cannot free the cell: the JoinHandle holds a reference.
+ *   J6  src/task/harness.cpp:232  } else if (!task->state.transition_to_running_inline()) {
  *   J6  include/volt/detail/task_state.hpp:175  if ((cur & (kLifecycleMask | kNotified | kCancelled | kQueuedEntry)) != kNotified)
  *   J6  include/volt/detail/task_state.hpp:177  next = (cur | kRunning | kQueuedEntry) + kRefOne;
- *   J7  src/task/harness.cpp:232  task->resume.poll();
- *   J7  src/task/harness.cpp:235  end_poll(task);
- *   J8  src/task/harness.cpp:236  return task->state.load().is_complete();
- *   R1  src/task/harness.cpp:296  TaskState::Snapshot snapshot = task->state.load();
- *   R2  src/task/harness.cpp:299  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
- *   R3  src/task/harness.cpp:301  task->join_waker = std::move(waker);  // drops any waker left from before
- *   R4  src/task/harness.cpp:302  if (task->state.set_join_waker()) return true;
+ *   J7  src/task/harness.cpp:239  task->resume.poll();
+ *   J7  src/task/harness.cpp:242  end_poll(task);
+ *   J8  src/task/harness.cpp:243  return task->state.load().is_complete();
+ *   R1  src/task/harness.cpp:303  TaskState::Snapshot snapshot = task->state.load();
+ *   R2  src/task/harness.cpp:306  if (!task->state.unset_join_waker()) return false;  // completed meanwhile
+ *   R3  src/task/harness.cpp:308  task->join_waker = std::move(waker);  // drops any waker left from before
+ *   R4  src/task/harness.cpp:309  if (task->state.set_join_waker()) return true;
  *   R4  include/volt/detail/task_state.hpp:279  if (cur & kComplete) return false;
- *   R5  src/task/harness.cpp:303  task->join_waker.reset();  // completed before we published: still ours
+ *   R5  src/task/harness.cpp:310  task->join_waker.reset();  // completed before we published: still ours
  *   W   include/volt/task/join_handle.hpp:172  return static_cast<detail::TaskHeader*>(task)->state.load().is_complete();
  *   D0  include/volt/task/join_handle.hpp:140  if (registered_) detail::join_handle_withdraw(handle_.task_);
- *   D1  src/task/harness.cpp:308  if (task->state.unset_join_waker()) {
+ *   D1  src/task/harness.cpp:315  if (task->state.unset_join_waker()) {
  *   D1  include/volt/detail/task_state.hpp:290  if (cur & kComplete) return false;
- *   D2  src/task/harness.cpp:309  task->join_waker.reset();
- *   D3  src/task/harness.cpp:315  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
+ *   D2  src/task/harness.cpp:316  task->join_waker.reset();
+ *   D3  src/task/harness.cpp:322  if (!task->state.load().is_join_waker_set()) task->join_waker.reset();
  *   O1  include/volt/task/join_handle.hpp:194  if (output.kind() == Kind::kException) std::rethrow_exception(output.take_exception());
  *   O1  include/volt/task/join_handle.hpp:195  return output.get();
- *   F1  src/task/harness.cpp:288  if (task->state.drop_join_handle_fast()) return;
+ *   F1  src/task/harness.cpp:295  if (task->state.drop_join_handle_fast()) return;
  *   F1  include/volt/detail/task_state.hpp:338  if (cur & (kComplete | kJoinWaker)) return false;
  *   F1  include/volt/detail/task_state.hpp:339  next = (cur & ~kJoinInterest) - kRefOne;
- *   G1  src/task/harness.cpp:289  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
- *   G2  src/task/harness.cpp:290  if (dropped.drop_output) task->vtable->drop_output(task);
- *   G3  src/task/harness.cpp:291  if (dropped.drop_waker) task->join_waker.reset();
- *   G4  src/task/harness.cpp:292  task->drop_reference();
+ *   G1  src/task/harness.cpp:296  TaskState::JoinHandleDropped dropped = task->state.transition_to_join_handle_dropped();
+ *   G2  src/task/harness.cpp:297  if (dropped.drop_output) task->vtable->drop_output(task);
+ *   G3  src/task/harness.cpp:298  if (dropped.drop_waker) task->join_waker.reset();
+ *   G4  src/task/harness.cpp:299  task->drop_reference();
  *   G4  include/volt/detail/task_header.hpp:188  if (state.ref_dec()) vtable->dealloc(this);
  *   X   include/volt/detail/task_cell.hpp:72  frame_deallocate(cell, sizeof(TaskCell));
  */

@@ -76,35 +76,15 @@ inline Scheduler* current_scheduler() noexcept {
   return tls_context.scheduler ? tls_context.scheduler : tls_context.entered;
 }
 
-// Called on a blocking-pool thread once its job's work is done and only the
-// job's completion (waking whoever waits for it) is left: the pool may hand
-// this thread the next job instead of starting another (blocking_pool.hpp).
-// Elsewhere, and a second time for the same job, it does nothing.
-void blocking_job_finishing() noexcept;
-
-// Destroyed (function returned or threw) before the task completes and wakes
-// its joiner: a local's destructor runs before final_suspend.
-struct BlockingJobScope {
-  BlockingJobScope() = default;
-  BlockingJobScope(const BlockingJobScope&) = delete;
-  BlockingJobScope& operator=(const BlockingJobScope&) = delete;
-  ~BlockingJobScope() { blocking_job_finishing(); }
-};
-
 // The one-poll task a blocking function runs in. The function is moved into
-// the frame; its result or exception becomes the task's output. It is moved
-// again into a local declared after the scope, so that its captures are
-// destroyed (as Tokio's FnOnce is consumed) before the thread reports
-// itself finishing: a capture whose destructor blocks delays nobody's job.
+// the frame; its result or exception becomes the task's output.
 template <class F>
 Task<std::invoke_result_t<F&>> run_blocking(F fn) {
-  const BlockingJobScope scope;
-  F job = std::move(fn);
   if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
-    job();
+    fn();
     co_return;
   } else {
-    co_return job();
+    co_return fn();
   }
 }
 

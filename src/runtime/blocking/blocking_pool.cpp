@@ -17,27 +17,37 @@ namespace {
 // The pool whose thread this is (a blocking function shutting its own runtime
 // down must not wait for itself).
 thread_local BlockingPool* tls_pool = nullptr;
-// This thread counts in its pool's finishing_ (see blocking_job_finishing).
+// The job this thread is running (null between jobs, and on every other
+// thread), and whether it already counts in its pool's finishing_.
+thread_local const TaskHeader* tls_job = nullptr;
 thread_local bool tls_finishing = false;
 }  // namespace
 
 void blocking_job_finishing() noexcept {
   BlockingPool* pool = tls_pool;
-  if (pool == nullptr || tls_finishing) return;
+  if (pool == nullptr || tls_job == nullptr || tls_finishing) return;
   const std::lock_guard lock(pool->mutex_);
   ++pool->finishing_;
   tls_finishing = true;
+}
+
+void blocking_job_completing(const TaskHeader* task) noexcept {
+  // Only the job this thread runs: a pool thread also completes other tasks
+  // (those a blocking function runs through a current-thread runtime's
+  // block_on), and counting itself finishing then would leave the job's own
+  // next spawn waiting for it.
+  if (task == tls_job) blocking_job_finishing();
 }
 
 BlockingPool::BlockingPool(BlockingPoolConfig config, Scheduler* runtime, Driver& driver)
     : config_(std::move(config)), runtime_(runtime), driver_(driver) {}
 
 void BlockingPool::job_done() noexcept {
-  // release: pairs with the acquire in in_flight(); the job's completion (and
-  // the wake-ups it issued) happened before the count drops.
-  // seq_cst with is_paused_seq_cst(): a Dekker pair with the runtime, which
-  // pauses the clock (seq_cst store) and then reads in_flight() (seq_cst):
-  // either it sees 0 or we see the pause and unpark it.
+  // seq_cst, for two partners. in_flight()'s seq_cst load (the paused
+  // clock's auto-advance) reads 0 only after the job's completion and the
+  // wake-ups it issued (the release half). And a Dekker pair with that
+  // runtime, which pauses the clock (seq_cst store) and then reads
+  // in_flight(): either it sees 0 or we see the pause and unpark it.
   if (in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1 && driver_.time().is_paused_seq_cst())
     driver_.unpark();
 }
@@ -113,6 +123,7 @@ void BlockingPool::enqueue(TaskHeader* task) noexcept {
       orphans = head_;
       head_ = tail_ = nullptr;
       queued_ = 0;
+      has_work_.store(false, std::memory_order_relaxed);  // a hint; the lock orders it
     }
     lock.unlock();
     cancel_jobs(orphans);
@@ -149,7 +160,9 @@ void BlockingPool::run_thread() noexcept {
   for (;;) {
     while (TaskHeader* task = pop_locked()) {
       lock.unlock();
+      tls_job = task;
       poll_task(task);
+      tls_job = nullptr;
       job_done();
       const auto done = std::chrono::steady_clock::now();
       lock.lock();
@@ -242,6 +255,7 @@ bool BlockingPool::shutdown(std::chrono::nanoseconds timeout) noexcept {
     queued = head_;
     head_ = tail_ = nullptr;
     queued_ = 0;
+    has_work_.store(false, std::memory_order_relaxed);  // a hint; the lock orders it
   }
   work_cv_.notify_all();
   cancel_jobs(queued);  // work that never started: its handle reports runtime_shutdown

@@ -23,11 +23,15 @@
 //    between its jobs stay under the window, so a pool whose work is sparse
 //    sleeps at once. A spinning thread counts as claimed by the first job
 //    queued while it spins (spinning_): that job wakes nobody.
-//  - So does a thread that finished its job's work and is only completing
-//    it (finishing_, from blocking_job_finishing()), when no thread is
-//    idle: the completion wakes the job's awaiter, which often spawns the
-//    next job at once, and a thread started for it would find it already
-//    taken by this one, which is back a moment later.
+//  - So does a thread that finished its job and is only waking the job's
+//    awaiter (finishing_, from blocking_job_finishing()), when no thread is
+//    idle: the awaiter often spawns the next job at once, and a thread
+//    started for it would find it already taken by this one, which is back
+//    a moment later. Only the wake-up may be left: no user code runs on the
+//    thread after it reports (a result or capture destructor, or an
+//    unhandled-exception hook, that waits for a job it spawns would wait for
+//    itself), so the report is made in the task's completion, after its
+//    frame and the function are destroyed and only if a JoinHandle waits.
 //  - Each thread holds a lifetime reference on the pool and on its runtime,
 //    and marks the runtime as entered (Handle::current() works inside the
 //    function, and blocking on a JoinHandle is allowed there).
@@ -50,6 +54,16 @@
 #include "volt/detail/task_header.hpp"
 
 namespace volt::detail {
+
+// Called on a blocking-pool thread when only waking the job's awaiter is
+// left (the file engine's job, before it completes its operation): the pool
+// may then hand this thread the next job instead of starting another.
+// Elsewhere, between jobs, and a second time for the same job, it does
+// nothing.
+void blocking_job_finishing() noexcept;
+// complete() (src/task/harness.cpp), just before it wakes a JoinHandle's
+// awaiter: blocking_job_finishing() if `task` is the job this thread runs.
+void blocking_job_completing(const TaskHeader* task) noexcept;
 
 struct BlockingPoolConfig {
   std::uint32_t max_threads = 512;
