@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <variant>
 
@@ -231,8 +233,16 @@ Expected<std::string> search_path(const std::string& name, const char* path) {
       candidate.append(p, end ? static_cast<std::size_t>(end - p) : std::strlen(p));
     candidate += '/';
     candidate += name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    if (errno == EACCES) error = EACCES;
+    // Only an executable regular file (execvp's rule): a directory of the
+    // program's name passes access(X_OK), and stopping there made spawn fail
+    // with EACCES where the same command without env() ran the next entry.
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0) {
+      if (S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+      error = EACCES;  // there, but not something to run: keep looking
+    } else if (errno == EACCES) {
+      error = EACCES;
+    }
     if (!end) break;
     p = end + 1;
   }
@@ -356,6 +366,17 @@ Stdio take_slot(std::optional<Stdio>& slot, Stdio fallback) noexcept {
 
 Expected<Child> Command::spawn_with(Default defaults) {
   if (volt::detail::RuntimeCore::current() == nullptr) return errc::no_runtime;
+  // A NUL would cut a C string short: refuse rather than run something else
+  // (an argument "abc\0rm" would reach the child as "abc"). Before any Stdio
+  // slot is taken, so the Command can be fixed and spawned again.
+  const auto has_nul = [](std::string_view text) { return text.find('\0') != text.npos; };
+  bool bad = has_nul(program_) || (arg0_ && has_nul(*arg0_)) || (cwd_ && has_nul(cwd_->native()));
+  for (const std::string& a : args_)
+    bad = bad || has_nul(a);
+  for (const auto& [key, value] : env_changes_)
+    bad = bad || key.empty() || has_nul(key) || key.find('=') != std::string::npos ||
+          (value && has_nul(*value));
+  if (bad) return errc::invalid_argument;
   io::detail::ignore_sigpipe_once();
   const bool output = defaults == Default::kOutput;
 

@@ -41,6 +41,10 @@
 //  - A program that cannot be started (not found, not executable, a bad
 //    working directory) is an error from spawn() with exec's errno (ENOENT,
 //    EACCES, ENOEXEC, ENOTDIR...), never a child exiting with 127.
+//  - A NUL inside the program, an argument, arg0, the working directory or
+//    an env() key or value (a C string would end there and another command
+//    would run), or an env() key that is empty or holds '=':
+//    errc::invalid_argument from spawn(), before anything is started.
 //  - Errors are values (Expected), never exceptions: EMFILE while making
 //    pipes, errc::no_runtime outside a runtime (spawn needs one to register
 //    the pipes and the pidfd).
