@@ -77,7 +77,9 @@
 //
 // Thread safety and lifetimes: a Child is used by one task at a time (its
 // pipe ends may be moved out and used by other tasks). The Task returned by
-// wait() / kill() refers to the Child, which must outlive it; output(),
+// wait() / kill() refers to the Child, which must outlive it and stay
+// where it is meanwhile (a Child moved during a wait() leaves the status in
+// the moved-from object, and the new owner's wait() says ECHILD); output(),
 // status() and wait_with_output() own everything they use. The pidfd is
 // owned by the Child until reaped; a Child dropped unreaped hands a copy of
 // it to the reaper thread, which owns it from then on.
