@@ -2234,5 +2234,171 @@ TEST(TlsOutside, VoltClientAgainstOpensslSServer) {
   }());
 }
 
+// ---- half-close, and a transport without direct I/O (added by a second review) ----
+
+// The peer's close_notify ends our read side only: our reads give 0 (again
+// and again), our writes still reach the peer, which reads them after its
+// own shutdown().
+TEST(TlsEdge, HalfCloseReadsZeroWhileTheWriteHalfStillWrites) {
+  Runtime rt = make_runtime(kMultiThread2);
+  rt.block_on([]() -> Task<void> {
+    Handshake h = co_await handshake_pair(server_context(), client_context(), "localhost");
+    EXPECT_TRUE(h.client && h.server);
+    if (!h.client || !h.server) co_return;
+    std::pair<tls::ReadHalf<TcpStream>, tls::WriteHalf<TcpStream>> c =
+        std::move(*h.client).into_split();
+    char buf[64];
+    JoinHandle<Expected<std::size_t>> pending = spawn(c.first.read(buf));
+    co_await volt::sleep(20ms);
+    EXPECT_TRUE(co_await h.server->shutdown());
+    Expected<Expected<std::size_t>> first = co_await volt::timeout(kNotHung, pending);
+    EXPECT_TRUE(first && *first && **first == 0) << error_of(first).message();
+    Expected<std::size_t> again = co_await c.first.read(buf);
+    EXPECT_TRUE(again && *again == 0) << error_of(again).message();
+    EXPECT_TRUE(co_await c.second.write_all(std::string_view("after")));
+    std::string got(5, '\0');
+    Expected<Expected<void>> r = co_await volt::timeout(kNotHung, io::read_exact(*h.server, got));
+    EXPECT_TRUE(r && *r) << error_of(r).message();
+    EXPECT_EQ(got, "after");
+    EXPECT_TRUE(co_await c.second.shutdown());
+    Expected<std::size_t> end = co_await h.server->read(buf);
+    EXPECT_TRUE(end && *end == 0) << error_of(end).message();
+    Expected<std::size_t> still = co_await c.first.read(buf);
+    EXPECT_TRUE(still && *still == 0) << error_of(still).message();
+  }());
+}
+
+// A transport with read/write only (no try_read/try_write/readable): the
+// queued path of Stream<S> (input claim, no direct I/O), which no other test
+// takes.
+struct PlainTransport {
+  TcpStream tcp;
+  auto read(io::MutableBuffer b) { return tcp.read(b); }
+  auto write(io::ConstBuffer b) { return tcp.write(b); }
+  auto flush() { return tcp.flush(); }
+  auto shutdown() { return tcp.shutdown(); }
+};
+static_assert(!tls::DirectTransport<PlainTransport>);
+using PlainTls = tls::Stream<PlainTransport>;
+
+Task<Expected<PlainTls>> plain_accept(TcpListener listener) {
+  Expected<std::pair<TcpStream, SocketAddr>> conn = co_await listener.accept();
+  if (!conn) co_return conn.error();
+  // Named, then moved: GCC 12 mishandles an aggregate prvalue argument of a
+  // coroutine (the transport arrived closed, then was freed twice).
+  PlainTransport t{std::move(conn->first)};
+  co_return co_await tls::accept(server_context(), std::move(t));
+}
+
+struct PlainPair {
+  Expected<PlainTls> client;
+  Expected<PlainTls> server;
+};
+
+Task<PlainPair> plain_pair() {
+  TcpListener listener = TcpListener::bind(loopback()).value();
+  const SocketAddr addr = *listener.local_addr();
+  JoinHandle<Expected<PlainTls>> server = spawn(plain_accept(std::move(listener)));
+  Expected<TcpStream> tcp = co_await TcpStream::connect(addr);
+  EXPECT_TRUE(tcp);
+  PlainTransport t{std::move(*tcp)};  // named: see plain_accept
+  Expected<Expected<PlainTls>> client =
+      co_await volt::timeout(kNotHung, tls::connect(client_context(), std::move(t), "localhost"));
+  Expected<Expected<PlainTls>> accepted = co_await volt::timeout(kNotHung, server);
+  co_return PlainPair{std::move(client).flatten(), std::move(accepted).flatten()};
+}
+
+Task<bool> plain_pattern_writer(tls::WriteHalf<PlainTransport> w, std::uint64_t total) {
+  std::vector<unsigned char> chunk(64 * 1024);
+  std::uint64_t sent = 0;
+  while (sent < total) {
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), total - sent));
+    for (std::size_t i = 0; i < n; ++i)
+      chunk[i] = static_cast<unsigned char>((sent + i) % 253);
+    Expected<void> ok = co_await w.write_all(io::ConstBuffer(chunk.data(), n));
+    EXPECT_TRUE(ok) << "after " << sent << ": " << error_of(ok).message();
+    if (!ok) co_return false;
+    sent += n;
+  }
+  co_return true;
+}
+
+Task<bool> plain_pattern_reader(PlainTls* s, std::uint64_t total) {
+  std::vector<unsigned char> buf(64 * 1024);
+  std::uint64_t got = 0;
+  while (got < total) {
+    Expected<std::size_t> n = co_await s->read(buf);
+    if (!n || *n == 0) co_return false;
+    for (std::size_t i = 0; i < *n; ++i)
+      if (buf[i] != static_cast<unsigned char>((got + i) % 253)) co_return false;
+    got += *n;
+  }
+  co_return true;
+}
+
+// TlsKeyUpdate.ReaderAnswersWhileTheWriterIsStuck over the queued path.
+TEST(TlsEdge, QueuedPathKeyUpdateWhileTheWriterIsStuck) {
+  Runtime rt = make_runtime(kMultiThread2);
+  rt.block_on([]() -> Task<void> {
+    const std::uint64_t total = 16ull << 20;
+    PlainPair h = co_await plain_pair();
+    EXPECT_TRUE(h.client && h.server);
+    if (!h.client || !h.server) co_return;
+    std::pair<tls::ReadHalf<PlainTransport>, tls::WriteHalf<PlainTransport>> c =
+        std::move(*h.client).into_split();
+    JoinHandle<bool> writer = spawn(plain_pattern_writer(c.second, total));
+    co_await volt::sleep(50ms);
+    EXPECT_FALSE(writer.is_finished());
+    EXPECT_EQ(SSL_key_update(h.server->native_handle(), SSL_KEY_UPDATE_REQUESTED), 1);
+    EXPECT_TRUE(co_await h.server->write_all(std::string_view("rekeyed")));
+    std::string word(7, '\0');
+    Expected<Expected<void>> got = co_await volt::timeout(kNotHung, io::read_exact(c.first, word));
+    EXPECT_TRUE(got && *got) << error_of(got).message();
+    EXPECT_EQ(word, "rekeyed");
+    Expected<bool> intact =
+        co_await volt::timeout(kNotHung, plain_pattern_reader(&*h.server, total));
+    EXPECT_TRUE(intact && *intact);
+    Expected<bool> wrote = co_await volt::timeout(kNotHung, writer);
+    EXPECT_TRUE(wrote && *wrote);
+    EXPECT_TRUE(co_await h.server->write_all(std::string_view("again")));
+    std::string again(5, '\0');
+    Expected<Expected<void>> r2 = co_await volt::timeout(kNotHung, io::read_exact(c.first, again));
+    EXPECT_TRUE(r2 && *r2) << error_of(r2).message();
+    EXPECT_EQ(again, "again");
+  }());
+}
+
+// The queued path: close_notify is 0, truncation is unexpected_eof.
+TEST(TlsEdge, QueuedPathCloseNotifyAndTruncation) {
+  Runtime rt = make_runtime(kMultiThread2);
+  rt.block_on([]() -> Task<void> {
+    {
+      PlainPair h = co_await plain_pair();
+      EXPECT_TRUE(h.client && h.server);
+      if (!h.client || !h.server) co_return;
+      Expected<void> w = co_await h.client->write_all(std::string_view("ping"));
+      EXPECT_TRUE(w) << error_of(w).message();
+      std::string got(4, '\0');
+      EXPECT_TRUE(co_await io::read_exact(*h.server, got));
+      EXPECT_EQ(got, "ping");
+      EXPECT_TRUE(co_await h.client->shutdown());
+      char buf[16];
+      Expected<Expected<std::size_t>> n = co_await volt::timeout(kNotHung, h.server->read(buf));
+      EXPECT_TRUE(n && *n && **n == 0) << error_of(n).message();
+    }
+    {
+      PlainPair h = co_await plain_pair();
+      EXPECT_TRUE(h.client && h.server);
+      if (!h.client || !h.server) co_return;
+      { PlainTls gone = std::move(*h.client); }
+      char buf[16];
+      Expected<Expected<std::size_t>> n = co_await volt::timeout(kNotHung, h.server->read(buf));
+      EXPECT_TRUE(n && !*n);
+      if (n && !*n) is_truncation(n->error());
+    }
+  }());
+}
+
 }  // namespace
 }  // namespace volt::test
