@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "process/internal.hpp"
+#include "process/process_support.hpp"
 #include "runtime/runtime_support.hpp"
 
 namespace volt::test {
@@ -33,49 +34,6 @@ using process::Command;
 using process::ExitStatus;
 using process::Output;
 using process::Stdio;
-
-bool is_errno(const std::error_code& ec, int err) {
-  return ec.value() == err && &ec.category() == &std::system_category();
-}
-
-// Zombie children of this process (state Z, parent us), from /proc.
-int count_zombies() {
-  const pid_t self = ::getpid();
-  int zombies = 0;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return -1;
-  while (dirent* e = ::readdir(proc)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::string path = "/proc/";
-    path += e->d_name;
-    path += "/stat";
-    std::ifstream in(path);
-    std::string line;
-    if (!std::getline(in, line)) continue;
-    // pid (comm) state ppid ...: comm may hold spaces and parentheses.
-    const std::size_t close = line.rfind(')');
-    if (close == std::string::npos || close + 4 >= line.size()) continue;
-    const char state = line[close + 2];
-    const long ppid = std::strtol(line.c_str() + close + 4, nullptr, 10);
-    if (ppid == self && state == 'Z') ++zombies;
-  }
-  ::closedir(proc);
-  return zombies;
-}
-
-// Descriptors open in this process.
-std::set<int> open_fd_set() {
-  std::set<int> fds;
-  DIR* d = ::opendir("/proc/self/fd");
-  const int own = ::dirfd(d);
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    const int fd = std::atoi(e->d_name);
-    if (fd != own) fds.insert(fd);
-  }
-  ::closedir(d);
-  return fds;
-}
 
 bool process_exists(pid_t pid) {
   return ::kill(pid, 0) == 0;

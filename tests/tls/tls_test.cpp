@@ -1217,7 +1217,8 @@ TEST(TlsHalves, SpawnedOperationsOfOwnedHalvesOutliveTheHalves) {
 // ---- KeyUpdate while a writer is stuck ----
 
 // Writes `total` bytes of a pattern, then nothing more.
-Task<bool> pattern_writer(tls::WriteHalf<TcpStream> w, std::uint64_t total) {
+template <class S>
+Task<bool> pattern_writer(tls::WriteHalf<S> w, std::uint64_t total) {
   std::vector<unsigned char> chunk(64 * 1024);
   std::uint64_t sent = 0;
   while (sent < total) {
@@ -1233,7 +1234,8 @@ Task<bool> pattern_writer(tls::WriteHalf<TcpStream> w, std::uint64_t total) {
 }
 
 // Reads exactly `total` bytes and checks the pattern.
-Task<bool> pattern_reader(TlsStream* s, std::uint64_t total) {
+template <class S>
+Task<bool> pattern_reader(tls::Stream<S>* s, std::uint64_t total) {
   std::vector<unsigned char> buf(64 * 1024);
   std::uint64_t got = 0;
   while (got < total) {
@@ -2308,35 +2310,6 @@ Task<PlainPair> plain_pair() {
   co_return PlainPair{std::move(client).flatten(), std::move(accepted).flatten()};
 }
 
-Task<bool> plain_pattern_writer(tls::WriteHalf<PlainTransport> w, std::uint64_t total) {
-  std::vector<unsigned char> chunk(64 * 1024);
-  std::uint64_t sent = 0;
-  while (sent < total) {
-    const std::size_t n =
-        static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), total - sent));
-    for (std::size_t i = 0; i < n; ++i)
-      chunk[i] = static_cast<unsigned char>((sent + i) % 253);
-    Expected<void> ok = co_await w.write_all(io::ConstBuffer(chunk.data(), n));
-    EXPECT_TRUE(ok) << "after " << sent << ": " << error_of(ok).message();
-    if (!ok) co_return false;
-    sent += n;
-  }
-  co_return true;
-}
-
-Task<bool> plain_pattern_reader(PlainTls* s, std::uint64_t total) {
-  std::vector<unsigned char> buf(64 * 1024);
-  std::uint64_t got = 0;
-  while (got < total) {
-    Expected<std::size_t> n = co_await s->read(buf);
-    if (!n || *n == 0) co_return false;
-    for (std::size_t i = 0; i < *n; ++i)
-      if (buf[i] != static_cast<unsigned char>((got + i) % 253)) co_return false;
-    got += *n;
-  }
-  co_return true;
-}
-
 // TlsKeyUpdate.ReaderAnswersWhileTheWriterIsStuck over the queued path.
 TEST(TlsEdge, QueuedPathKeyUpdateWhileTheWriterIsStuck) {
   Runtime rt = make_runtime(kMultiThread2);
@@ -2347,7 +2320,7 @@ TEST(TlsEdge, QueuedPathKeyUpdateWhileTheWriterIsStuck) {
     if (!h.client || !h.server) co_return;
     std::pair<tls::ReadHalf<PlainTransport>, tls::WriteHalf<PlainTransport>> c =
         std::move(*h.client).into_split();
-    JoinHandle<bool> writer = spawn(plain_pattern_writer(c.second, total));
+    JoinHandle<bool> writer = spawn(pattern_writer(c.second, total));
     co_await volt::sleep(50ms);
     EXPECT_FALSE(writer.is_finished());
     EXPECT_EQ(SSL_key_update(h.server->native_handle(), SSL_KEY_UPDATE_REQUESTED), 1);
@@ -2356,8 +2329,7 @@ TEST(TlsEdge, QueuedPathKeyUpdateWhileTheWriterIsStuck) {
     Expected<Expected<void>> got = co_await volt::timeout(kNotHung, io::read_exact(c.first, word));
     EXPECT_TRUE(got && *got) << error_of(got).message();
     EXPECT_EQ(word, "rekeyed");
-    Expected<bool> intact =
-        co_await volt::timeout(kNotHung, plain_pattern_reader(&*h.server, total));
+    Expected<bool> intact = co_await volt::timeout(kNotHung, pattern_reader(&*h.server, total));
     EXPECT_TRUE(intact && *intact);
     Expected<bool> wrote = co_await volt::timeout(kNotHung, writer);
     EXPECT_TRUE(wrote && *wrote);

@@ -563,7 +563,7 @@ class Channel {
   // its eight tasks spread over two workers took 118-145 ns a value, 76-83
   // with this layout (the same as a slot per line, without the memory).
   // The block is a power of two: the index arithmetic is masks and shifts,
-  // about 1 ns on a send or receive; a block (16 KiB at most for 16-byte
+  // 1-2 ns on a send or receive; a block (16 KiB at most for 16-byte
   // slots) stays in the L1 cache while it is filled or drained. The ring's memory: capacity
   // rounded up to whole blocks (the blocks are no bigger than capacity
   // rounded up to a power of two); slots of a line or more stay dense.
