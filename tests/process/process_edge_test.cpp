@@ -222,15 +222,20 @@ Task<int> wait_forever(Child child) {
 }
 
 // Starts the reaper thread (its epoll and eventfd are process-wide, kept
-// for good) so that it does not count as a leak.
+// for good) so that it does not count as a leak. The child is dropped
+// without kill_on_drop, so it is certainly still running when dropped and
+// handed to the reaper; killed with SIGKILL first, it could exit before the
+// drop's own waitid and be reaped there, leaving the reaper unstarted (a
+// flake seen in CI: the reaper's two descriptors then counted as leaked).
 void warm_up_reaper() {
   Runtime rt = make_runtime(kCurrentThread);
-  auto drop_one = []() -> Task<void> {
-    Expected<Child> child = Command("sleep").arg("1000").kill_on_drop(true).spawn();
+  auto drop_one = []() -> Task<pid_t> {
+    Expected<Child> child = Command("sleep").arg("1000").spawn();
     EXPECT_TRUE(child);
-    co_return;
+    co_return child ? child->id() : 0;
   };
-  rt.block_on(drop_one());
+  const pid_t pid = rt.block_on(drop_one());
+  if (pid > 0) ::kill(pid, SIGKILL);
 }
 
 std::string describe_fds(const std::set<int>& fds) {
