@@ -554,6 +554,14 @@ Expected<Child> Command::spawn_with(Default defaults) {
   if (pidfd) {
     const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));  // always close-on-exec
     std::error_code ec = fd < 0 ? last_error() : volt::detail::IoHandle::open(fd, child.pidfd_);
+    if (fd < 0 && ec.value() == ESRCH) {
+      // Our child, not reaped by us, yet gone: the kernel reaped it as it
+      // exited (SIGCHLD ignored, or SA_NOCLDWAIT), or someone's waitpid(-1)
+      // did. The program ran; only its status is lost. Nothing may be sent
+      // to the pid, which another process may hold by now.
+      child.reaped_elsewhere_ = true;
+      ec.clear();
+    }
     if (ec) {
       // Without a pidfd we cannot watch it: kill it and reap it here (a
       // killed child exits at once; the reaper thread is no help when
@@ -597,7 +605,8 @@ Child::Child(Child&& other) noexcept
       pidfd_(std::move(other.pidfd_)),
       watch_(std::move(other.watch_)),
       status_(other.status_),
-      kill_on_drop_(other.kill_on_drop_) {}
+      kill_on_drop_(other.kill_on_drop_),
+      reaped_elsewhere_(other.reaped_elsewhere_) {}
 
 Child& Child::operator=(Child&& other) noexcept {
   if (this != &other) {
@@ -610,6 +619,7 @@ Child& Child::operator=(Child&& other) noexcept {
     watch_ = std::move(other.watch_);
     status_ = other.status_;
     kill_on_drop_ = other.kill_on_drop_;
+    reaped_elsewhere_ = other.reaped_elsewhere_;
   }
   return *this;
 }
@@ -651,6 +661,7 @@ void Child::release() noexcept {
 Task<Expected<ExitStatus>> Child::wait() {
   stdin.reset();
   if (status_) co_return *status_;
+  if (reaped_elsewhere_) co_return std::error_code(ECHILD, std::system_category());
   if (watch_) {
     for (;;) {
       std::optional<Expected<ExitStatus>> r = detail::sigchld_result(*watch_);
@@ -671,6 +682,7 @@ Task<Expected<ExitStatus>> Child::wait() {
 
 Expected<std::optional<ExitStatus>> Child::try_wait() {
   if (status_) return std::optional<ExitStatus>(*status_);
+  if (reaped_elsewhere_) return std::error_code(ECHILD, std::system_category());
   if (watch_) {
     std::optional<Expected<ExitStatus>> r = detail::sigchld_try_reap(*watch_);
     if (!r) return std::optional<ExitStatus>();
@@ -712,7 +724,7 @@ Expected<void> Child::start_kill() {
 }
 
 Expected<void> Child::signal(int signum) {
-  if (status_) return {};
+  if (status_ || reaped_elsewhere_) return {};
   if (watch_) return detail::sigchld_signal(*watch_, signum);
   const volt::detail::IoUse use(pidfd_);
   if (use.fd() < 0) return errc::closed;

@@ -214,6 +214,53 @@ TEST_P(ProcessEdgeTest, ExitWhileWaitIsRepeatedlyTimedOut) {
   rt().block_on(body());
 }
 
+// With SIGCHLD set to SIG_IGN the kernel reaps each child as it exits, so
+// a child quicker than spawn()'s pidfd_open makes that call fail with
+// ESRCH. spawn() said so as an error although the program ran (and sent
+// SIGKILL to the raw pid, which may be another process's by then). Pinned
+// to one CPU, a few of 300 spawns of `true` hit it. Every spawn must now
+// succeed, and every wait() say ECHILD, as the header promises for SIG_IGN.
+TEST(ProcessSigIgnTest, ChildReapedByTheKernelBeforePidfdOpenIsNotASpawnError) {
+  if (!process::detail::pidfd_mode()) GTEST_SKIP() << "the SIGCHLD fallback does not open pidfds";
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  struct sigaction old {};
+  ASSERT_EQ(::sigaction(SIGCHLD, &ignore, &old), 0);
+  cpu_set_t all;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof all, &all), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &all)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);  // this thread and its children
+  Runtime rt = make_runtime(kCurrentThread);
+  auto body = []() -> Task<void> {
+    int spawned = 0;
+    int echild = 0;
+    for (int i = 0; i < 300; ++i) {
+      Expected<Child> child = Command("true").spawn();
+      EXPECT_TRUE(child) << "spawn " << i << ": " << child.error().message();
+      if (!child) break;
+      ++spawned;
+      Expected<ExitStatus> st = co_await child->wait();
+      EXPECT_FALSE(st) << "spawn " << i << ": an exit status the kernel did not keep";
+      if (!st && is_errno(st.error(), ECHILD)) ++echild;
+      EXPECT_TRUE(child->start_kill()) << "signalling a reaped child sends nothing and succeeds";
+    }
+    EXPECT_EQ(spawned, 300);
+    EXPECT_EQ(echild, spawned);
+  };
+  rt.block_on(body());
+  ::sched_setaffinity(0, sizeof all, &all);
+  ::sigaction(SIGCHLD, &old, nullptr);
+  EXPECT_EQ(count_zombies(), 0);
+}
+
 // ---- (1) lifetimes: runtime shut down with children being waited on ----
 
 Task<int> wait_forever(Child child) {

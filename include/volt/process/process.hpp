@@ -64,8 +64,11 @@
 //    a child filling both pipes cannot deadlock. Cancelling them (or
 //    status()) drops the Child: it keeps running unless kill_on_drop(true)
 //    was set, and is reaped in the background either way.
-//  - SIGCHLD set to SIG_IGN by the program makes the kernel reap children
-//    itself: wait() then gives ECHILD (in both modes).
+//  - SIGCHLD set to SIG_IGN (or SA_NOCLDWAIT) by the program makes the
+//    kernel reap children itself: wait() and try_wait() then give ECHILD (in
+//    both modes), and spawn() still succeeds for a child that exited before
+//    its pidfd could be opened (signal() to it sends nothing). Only the
+//    exit status is lost.
 //  - The SIGCHLD fallback installs volt::signal's SIGCHLD handler (a handler
 //    installed later by someone else replaces it; exits are then seen by a
 //    sweep made every 100 ms while fallback children exist), serialises
@@ -265,6 +268,9 @@ class Command {
   std::optional<Stdio> stdin_, stdout_, stderr_;
   std::optional<pid_t> pgroup_;
   bool kill_on_drop_ = false;
+  // pidfd mode: gone before spawn() could open its pidfd (reaped by the
+  // kernel under SIGCHLD=SIG_IGN, or by another waiter); wait() says ECHILD.
+  bool reaped_elsewhere_ = false;
 };
 
 namespace detail {
@@ -321,6 +327,9 @@ class Child {
   std::shared_ptr<detail::ExitWatch> watch_;  // SIGCHLD mode
   std::optional<ExitStatus> status_;
   bool kill_on_drop_ = false;
+  // pidfd mode: gone before spawn() could open its pidfd (reaped by the
+  // kernel under SIGCHLD=SIG_IGN, or by another waiter); wait() says ECHILD.
+  bool reaped_elsewhere_ = false;
 };
 
 }  // namespace volt::process
