@@ -6,8 +6,10 @@
 #include <liburing.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -22,6 +24,11 @@ namespace {
 
 constexpr unsigned kRingEntries = 256;
 constexpr unsigned kDirectSlots = 64;
+
+// inject_submit_failures_for_testing: submissions still to refuse, and with
+// which error.
+std::atomic<int> g_submit_faults{0};
+std::atomic<int> g_submit_fault_errno{EAGAIN};
 
 // user_data: the op's address with the step of a chain in the low two bits
 // (FileOp is at least 8-aligned).
@@ -110,10 +117,11 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
     in_flight_.fetch_add(1, std::memory_order_relaxed);
     driver_.add_pending(1);
     bool queued;
+    bool left_queued = false;
     {
       std::lock_guard guard(submit_mutex_);
       queued = prepare(op);
-      if (queued) io_uring_submit(&ring_);
+      if (queued) left_queued = !enter();
     }
     if (!queued) {
       // No room in the submission queue or no free descriptor slot: the
@@ -123,6 +131,7 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
       return;
     }
     reap();
+    if (left_queued) submit_until_taken();
   }
 
   void reap() noexcept override {
@@ -173,6 +182,54 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
       s = io_uring_get_sqe(&ring_);
     }
     return s;
+  }
+
+  // Under submit_mutex_. Hands the queued requests to the kernel: true
+  // when it took them all. The kernel may refuse (EAGAIN: no memory for a
+  // request; EBUSY: completions overflowed and not reaped) or take only
+  // some; what it did not take stays queued, already past the point where
+  // it could be handed to the pool instead, so the caller must see it taken
+  // (submit_until_taken) or its task would wait forever.
+  bool enter() noexcept {
+    for (;;) {
+      const int r = submit_ring();
+      if (r == -EINTR) continue;
+      if (r < 0) return false;
+      if (io_uring_sq_ready(&ring_) == 0) return true;
+      if (r == 0) return false;  // took nothing, said nothing: as a refusal
+    }
+  }
+
+  // Not under either lock. Retries until the kernel has taken every queued
+  // request, reaping between tries (an EBUSY lasts until the completions
+  // are reaped, and on a current-thread runtime no one else would) and
+  // backing off: the submitting worker waits as a write to a full pipe
+  // would, for as long as the kernel refuses (the tokio-uring answer too).
+  // Another thread's submission may take them first; that ends it as well.
+  void submit_until_taken() noexcept {
+    for (unsigned attempt = 1;; ++attempt) {
+      {
+        std::lock_guard guard(submit_mutex_);
+        if (io_uring_sq_ready(&ring_) == 0 || enter()) break;
+      }
+      reap();
+      if (attempt < 8) {
+        std::this_thread::yield();
+      } else {
+        const unsigned shift = std::min(attempt - 8, 10u);
+        std::this_thread::sleep_for(std::chrono::microseconds(1u << shift));  // up to ~1 ms
+      }
+    }
+    reap();
+  }
+
+  // io_uring_submit, or an injected refusal (inject_submit_failures_for_testing).
+  int submit_ring() noexcept {
+    // relaxed: a test's counter; the refusal it injects needs no ordering.
+    if (g_submit_faults.load(std::memory_order_relaxed) > 0 &&
+        g_submit_faults.fetch_sub(1, std::memory_order_relaxed) > 0)
+      return -g_submit_fault_errno.load(std::memory_order_relaxed);
+    return io_uring_submit(&ring_);
   }
 
   // Under submit_mutex_. False if there is no room (nothing was queued).
@@ -333,6 +390,11 @@ bool has_opcodes(io_uring& ring) noexcept {
 
 }  // namespace
 
+void inject_submit_failures_for_testing(int count, int error) noexcept {
+  g_submit_fault_errno.store(error, std::memory_order_relaxed);
+  g_submit_faults.store(count, std::memory_order_relaxed);
+}
+
 FileEngine* make_uring_engine(volt::detail::Driver& driver, volt::detail::BlockingPool& pool) {
   io_uring ring;
   io_uring_params params{};
@@ -358,6 +420,7 @@ namespace volt::fs::detail {
 FileEngine* make_uring_engine(volt::detail::Driver&, volt::detail::BlockingPool&) {
   return nullptr;
 }
+void inject_submit_failures_for_testing(int, int) noexcept {}
 }  // namespace volt::fs::detail
 
 #endif

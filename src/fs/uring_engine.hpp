@@ -19,6 +19,14 @@
 // the work to the holder, which loops until the completion queue is empty
 // after releasing the lock, so no completion is left behind.
 //
+// Refused submissions: io_uring_enter may take none or only some of the
+// queued requests (EAGAIN: no memory for a request; EBUSY: overflowed
+// completions not yet reaped). A queued request cannot be taken back and
+// given to the pool, so the submitter that saw the refusal retries, reaping
+// between tries and backing off to 1 ms sleeps, until the kernel has taken
+// the whole queue: its worker waits as on a full pipe for as long as the
+// kernel refuses.
+//
 // Reads and writes at the cursor go to the blocking pool (see submit() for
 // the kernel behaviour that rules io_uring out for them); positional ones,
 // opens of existing files, statx, fsync and the whole-file read chain use
@@ -52,6 +60,12 @@ namespace volt::fs::detail {
 // kernel.io_uring_disabled sysctl or a seccomp filter; a missing opcode) and
 // returns nullptr when it is unavailable, never an error.
 FileEngine* make_uring_engine(volt::detail::Driver& driver, volt::detail::BlockingPool& pool);
+
+// Tests only: the next `count` submissions to any ring (io_uring_enter)
+// are refused with `error` (EAGAIN, EBUSY, ...) without reaching the kernel,
+// as the kernel refuses them under memory pressure or a completion-queue
+// overflow; the requests stay queued in the ring.
+void inject_submit_failures_for_testing(int count, int error) noexcept;
 
 // Bytes the read of a linked whole-file chain asks for.
 inline constexpr std::size_t kChainReadSize = 64 * 1024;

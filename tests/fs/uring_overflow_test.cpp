@@ -1,5 +1,6 @@
 // The io_uring file engine (src/fs/uring_engine.cpp) under more completions
-// at once than its completion queue holds.
+// at once than its completion queue holds, and under submissions the kernel
+// refuses.
 //
 // Completion-queue overflow: the ring has 256 SQ entries and so 512 CQ
 // entries. When more completions than that are posted before anyone reaps,
@@ -26,7 +27,9 @@
 #include <vector>
 
 #include "fs/fs_support.hpp"
+#include "fs/uring_engine.hpp"
 #include "volt/time/sleep.hpp"
+#include "volt/time/timeout.hpp"
 
 namespace volt::test {
 namespace {
@@ -92,6 +95,91 @@ TEST_P(UringOverflowTest, MoreCompletionsAtOnceThanTheCompletionQueueHoldsAllArr
   ::close(fds[1]);
   rt.reset();  // cancels stuck readers; the ring's shutdown wait flushes the overflow
   reader.reset();
+}
+
+// Refused submissions: io_uring_enter says EAGAIN (no memory for a request)
+// or EBUSY (completions overflowed, not yet reaped), or takes only some of
+// the queue. The refused requests stay queued in the ring, past the point
+// where the pool could take them: before the engine retried, a refused
+// read's task waited forever on an otherwise idle runtime (nothing else
+// submitted to flush the queue). Injected (inject_submit_failures_for_testing)
+// since the kernel cannot be made to refuse at will; the injected refusal
+// leaves the requests queued as a real one does.
+struct RefusalCase {
+  const char* name;
+  Flavour flavour;
+  int error;
+};
+
+inline void PrintTo(const RefusalCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class UringRefusalTest : public ::testing::TestWithParam<RefusalCase> {
+ protected:
+  void TearDown() override {
+    fs::detail::inject_submit_failures_for_testing(0, 0);
+    fs::detail::set_inline_enabled(true);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Cases, UringRefusalTest,
+                         ::testing::Values(RefusalCase{"EagainMT2", kMultiThread2, EAGAIN},
+                                           RefusalCase{"EagainCT", kCurrentThread, EAGAIN},
+                                           RefusalCase{"EbusyMT2", kMultiThread2, EBUSY},
+                                           RefusalCase{"EbusyCT", kCurrentThread, EBUSY}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+Task<bool> read_at_checked(const fs::File* f, std::size_t offset, std::size_t len) {
+  std::vector<std::byte> b(len);
+  Expected<std::size_t> r = co_await f->read_at(b, offset);
+  if (!r || *r != len) co_return false;
+  co_return b == pattern_bytes(len, offset);
+}
+
+TEST_P(UringRefusalTest, RefusedSubmissionsAreRetriedNotStranded) {
+  std::optional<Runtime> rt;
+  {
+    Runtime::Builder b = make_builder(GetParam().flavour);
+    b.io_uring(true);
+    rt.emplace(b.build());
+  }
+  if (!rt->uses_io_uring()) GTEST_SKIP() << "io_uring refused by this kernel";
+  TempDir dir;
+  constexpr std::size_t kSize = 256 * 1024;
+  write_fixture(dir / "data", pattern_bytes(kSize));
+  fs::detail::set_inline_enabled(false);  // every read to the engine
+  const int error = GetParam().error;
+  auto body = [](std::filesystem::path path, int error) -> Task<void> {
+    Expected<fs::File> f = co_await fs::File::open(path);
+    EXPECT_TRUE(f);
+    if (!f) co_return;
+    // One read, refused a few times.
+    fs::detail::inject_submit_failures_for_testing(5, error);
+    Expected<bool> one = co_await volt::timeout(kNotHung, read_at_checked(&*f, 4096, 4096));
+    EXPECT_TRUE(one) << "the refused read never completed";
+    EXPECT_TRUE(one && *one) << "wrong bytes";
+    // A whole-file read: the linked open, read and close, refused together.
+    fs::detail::inject_submit_failures_for_testing(3, error);
+    Expected<Expected<std::vector<std::byte>>> whole =
+        co_await volt::timeout(kNotHung, fs::read(path));
+    EXPECT_TRUE(whole) << "the refused whole-file read never completed";
+    EXPECT_TRUE(whole && *whole && **whole == pattern_bytes(kSize));
+    // Many at once, with more refusals than reads: every one arrives.
+    fs::detail::inject_submit_failures_for_testing(200, error);
+    std::vector<JoinHandle<bool>> reads;
+    for (std::size_t i = 0; i < 64; ++i)
+      reads.push_back(volt::spawn(read_at_checked(&*f, i * 4096, 4096)));
+    int good = 0;
+    for (JoinHandle<bool>& h : reads) {
+      Expected<bool> r = co_await volt::timeout(kNotHung, h);
+      if (r && *r) ++good;
+    }
+    EXPECT_EQ(good, 64);
+  };
+  rt->block_on(body(dir / "data", error));
+  fs::detail::inject_submit_failures_for_testing(0, 0);
+  rt.reset();
 }
 
 }  // namespace
