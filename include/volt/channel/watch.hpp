@@ -128,6 +128,9 @@ struct Waiter : volt::detail::IntrusiveLink {
   // (release; after it the drain never touches the waiter). Acquire loads
   // by the owner.
   std::atomic<bool> woken{false};
+  // Guarded by waiters_lock_: Shared::drains_ when the waiter was linked. A
+  // drain wakes only waiters linked before it began (epoch < its own).
+  std::uint64_t epoch = 0;
 };
 
 template <class T>
@@ -234,6 +237,7 @@ class Shared {
                                        std::memory_order_acquire))
         break;
     }
+    waiter->epoch = drains_;
     waiters_.push_back(waiter);
     waiters_lock_.unlock();
     return true;
@@ -251,20 +255,36 @@ class Shared {
  private:
   friend class Ref<T>;
 
+  // Wakes the waiters linked before it began (those the send or close that
+  // called it owes a wake-up to).
+  //
+  // Only those: a waiter that links itself while we are unlocked between
+  // batches has seen our version (or the close) and is owed a wake-up by a
+  // later send, not by us. Waking it too would let watchers that re-register
+  // as soon as they are woken (a loop of changed()) keep this drain going for
+  // as long as they keep up: with more than one WakeList batch of waiters the
+  // send would not return. (The list is FIFO and epochs never decrease along
+  // it, so the ones to wake are a prefix.) A later waiter is not lost: it
+  // linked after our clear of kHasWaiters, so it set the bit or found it set,
+  // and the bit stays set until the next drain begins, with a larger epoch,
+  // and wakes it.
   void wake_waiters() noexcept {
     volt::detail::WakeList wakes;
     waiters_lock_.lock();
+    const std::uint64_t mine = ++drains_;
     // relaxed: only holders of waiters_lock_ set (from clear) or clear the
     // bit; a waiter that registers after we unlock sets it again.
     state_.fetch_and(~kHasWaiters, std::memory_order_relaxed);
-    while (Waiter* waiter = waiters_.pop_front()) {
+    for (;;) {
+      Waiter* waiter = waiters_.front();
+      if (waiter == nullptr || waiter->epoch >= mine) break;
+      waiters_.pop_front();
       wakes.push(std::move(waiter->waker));  // before publishing (copy before publish)
       // release: pairs with the owner's acquire load; it may free the waiter.
       waiter->woken.store(true, std::memory_order_release);
       if (wakes.full()) {
-        // The list stays consistent while unlocked. A waiter that registers
-        // meanwhile (it has seen the new version) may be woken spuriously
-        // here; its check registers it again.
+        // The list stays consistent while unlocked (a waiter destroyed
+        // meanwhile unlinks itself under the lock).
         waiters_lock_.unlock();
         wakes.wake_all();
         waiters_lock_.lock();
@@ -283,6 +303,7 @@ class Shared {
   std::atomic<std::uint64_t> state_{0};  // version 0, open, nobody waiting
   volt::detail::SpinLock waiters_lock_;
   volt::detail::IntrusiveList<Waiter> waiters_;  // guarded by waiters_lock_
+  std::uint64_t drains_ = 0;  // guarded by waiters_lock_: drains begun (Waiter::epoch)
   std::atomic<std::size_t> receivers_{1};
   std::atomic<std::size_t> senders_{1};
   std::atomic<std::size_t> refs_{2};   // the first sender, the first receiver

@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <coroutine>
+#include <cstdint>
 #include <exception>
 #include <utility>
 
@@ -47,6 +48,9 @@ struct ClosedWaiter : IntrusiveLink {
   // Stored true (release) by notify_all after it unlinked the waiter and
   // moved its waker out: its last touch. Acquire loads by the owner.
   std::atomic<bool> woken{false};
+  // Guarded by the event's lock: ClosedEvent::notifies_ when linked. A
+  // notify wakes only the waiters linked before it began (epoch < its own).
+  std::uint64_t epoch = 0;
 };
 
 // Whether the awaited condition holds ("closed"). Called with the event's
@@ -71,6 +75,7 @@ class ClosedEvent {
     // relaxed: the owner reads it only after the lock (or notify_all's
     // release store) has published this.
     waiter.woken.store(false, std::memory_order_relaxed);
+    waiter.epoch = notifies_;
     waiters_.push_back(&waiter);
     lock_.unlock();
     return true;
@@ -86,20 +91,31 @@ class ClosedEvent {
     lock_.unlock();
   }
 
-  // After the condition became true: wakes every linked waiter, in batches
-  // (wakers run outside the lock).
+  // After the condition became true: wakes every waiter linked before this
+  // call took the lock, in batches (wakers run outside the lock).
+  //
+  // Only those: a waiter linking while we are unlocked between batches read
+  // the condition after our change, so it found it false only if it became
+  // false again (a receiver subscribed), and then the next change that makes
+  // it true is followed by the next notify, which wakes it. Waking it here as
+  // well would let waits that link again as soon as they are woken (each
+  // woken ClosedWait finds the condition false and links again) keep this
+  // loop going for as long as they keep up, with more than one WakeList
+  // batch of waiters. The list is FIFO and epochs never decrease along it,
+  // so the waiters to wake are a prefix.
   void notify_all() noexcept {
     WakeList wakes;
     lock_.lock();
-    while (ClosedWaiter* waiter = waiters_.pop_front()) {
+    const std::uint64_t mine = ++notifies_;
+    for (;;) {
+      ClosedWaiter* waiter = waiters_.front();
+      if (waiter == nullptr || waiter->epoch >= mine) break;
+      waiters_.pop_front();
       wakes.push(std::move(waiter->waker));  // before publishing woken
       // release: pairs with the owner's acquire load; it may free the
       // waiter from here on.
       waiter->woken.store(true, std::memory_order_release);
       if (wakes.full()) {
-        // A waiter linking meanwhile read the condition after our change:
-        // it found it false only if it became false again, and then it is
-        // ours to wake or the next notify's.
         lock_.unlock();
         wakes.wake_all();
         lock_.lock();
@@ -112,6 +128,7 @@ class ClosedEvent {
  private:
   SpinLock lock_;
   IntrusiveList<ClosedWaiter> waiters_;  // guarded by lock_
+  std::uint64_t notifies_ = 0;           // guarded by lock_: notifies begun (ClosedWaiter::epoch)
 };
 
 // The closed() operation of the channels' senders: co_await completes (void)
