@@ -202,35 +202,68 @@ Step Session::handshake() {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
   ERR_clear_error();
-  return finish(SSL_do_handshake(ssl_), 0);
+  const Step step = finish(SSL_do_handshake(ssl_), 0);
+  if (step.kind == Step::kDone) established_ = true;
+  return step;
 }
 
 Step Session::read(io::MutableBuffer buf) {
-  const std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
   clear_stale_errors();
+  // A shutdown() may be waiting for the rest of a post-handshake message
+  // (close_notify()); if this read completes the message, it must hear so:
+  // on a direct transport it waits for readiness, which this read may have
+  // used up. Checked only while someone waits (waiting_), so a plain read
+  // pays one load.
+  const bool mid_message = waiting_ > 0 && SSL_in_init(ssl_) == 1;
   std::size_t n = 0;
   const int rc = SSL_read_ex(ssl_, buf.data(), buf.size(), &n);
-  return finish(rc, n);
+  const Step step = finish(rc, n);
+  if (mid_message && SSL_in_init(ssl_) == 0) notify_if_waited(lock);
+  return step;
 }
 
-Step Session::write(io::ConstBuffer buf) {
+Step Session::write(io::ConstBuffer buf, bool count) {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
   if (close_notify_queued_) return {Step::kError, 0, make_error_code(std::errc::broken_pipe)};
   clear_stale_errors();
   std::size_t n = 0;
   const int rc = SSL_write_ex(ssl_, buf.data(), std::min(buf.size(), kMaxWrite), &n);
-  return finish(rc, n);
+  const Step step = finish(rc, n);
+  // As close_notify(true): counted in this critical section, so a read that
+  // completes the peer's message after this look notifies (read()).
+  if (step.kind == Step::kInput && count) ++waiting_;
+  return step;
 }
 
-Step Session::close_notify() {
+Step Session::close_notify(bool count) {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
   if (close_notify_queued_) return {Step::kDone, 0, {}};
-  if (!SSL_is_init_finished(ssl_))
-    return {Step::kError, 0, make_error_code(std::errc::not_connected)};
+  if (!established_) return {Step::kError, 0, make_error_code(std::errc::not_connected)};
   ERR_clear_error();
+  if (SSL_in_init(ssl_)) {
+    // Established, yet "in init": a post-handshake message from the peer (a
+    // TLS 1.3 NewSessionTicket or KeyUpdate spanning several records) has
+    // arrived in part, and a read took its first record. OpenSSL refuses
+    // SSL_shutdown until it has the rest (SSL_R_SHUTDOWN_WHILE_IN_INIT),
+    // which would fail a healthy connection's shutdown. So finish reading
+    // the message first: the peer has begun it, so the rest is on its way,
+    // and no other record may come between its pieces (RFC 8446, 5.1), so
+    // this reads no application data. kInput sends Stream<S>::shutdown() to
+    // the transport for more, then here again; a KeyUpdate's answer, if
+    // asked for, is queued ahead of our close_notify.
+    const int rc = SSL_do_handshake(ssl_);
+    if (rc != 1) {
+      const Step step = finish(rc, 0);
+      // Counted in this critical section, as claim_input(true): a read that
+      // completes the message after this look notifies (read()).
+      if (step.kind == Step::kInput && count) ++waiting_;
+      return step;
+    }
+  }
   // 0: ours sent, the peer's not seen yet; 1: both. Either way it is queued.
   const int rc = SSL_shutdown(ssl_);
   if (rc < 0) return finish(rc, 0);

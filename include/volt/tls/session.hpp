@@ -88,10 +88,18 @@ class Session {
   // ---- OpenSSL calls (each under the lock; none waits) ----
   Step handshake();
   Step read(io::MutableBuffer buf);
-  // At most kMaxWrite bytes of buf are encrypted and queued per call.
-  Step write(io::ConstBuffer buf);
-  // Queues close_notify (once; later calls do nothing).
-  Step close_notify();
+  // At most kMaxWrite bytes of buf are encrypted and queued per call. With
+  // count, a kInput (a post-handshake message from the peer arrived in
+  // part) counts the caller as waiting, as close_notify(true) does.
+  Step write(io::ConstBuffer buf, bool count = false);
+  // Queues close_notify (once; later calls do nothing). kInput: a
+  // post-handshake message from the peer has arrived in part, and OpenSSL
+  // sends no close_notify before it has the rest (the caller fetches more
+  // input and calls again). With count, a kInput counts the caller as
+  // waiting (adopt it with Waiting), in the same critical section: a read()
+  // that completes the message later notifies changed(), since it may have
+  // taken the readiness the caller waits for.
+  Step close_notify(bool count = false);
   static constexpr std::size_t kMaxWrite = 64 * 1024;
 
   // ---- the output queue (ciphertext for the transport) ----
@@ -211,6 +219,9 @@ class Session {
   std::atomic<std::uint64_t> queued_{0}, sent_{0};
   bool out_claimed_ = false;
   bool close_notify_queued_ = false;
+  // handshake() has succeeded. Not SSL_is_init_finished(): OpenSSL is "in
+  // init" again while it reads a post-handshake message (close_notify()).
+  bool established_ = false;
   std::error_code out_error_;
   std::error_code fatal_;  // an OpenSSL failure: every later call gets it
 

@@ -65,6 +65,7 @@
 #include "volt/io/async_io.hpp"
 #include "volt/io/buffer.hpp"
 #include "volt/net/tcp.hpp"
+#include "volt/task/select.hpp"
 #include "volt/task/task.hpp"
 #include "volt/task/yield_now.hpp"
 #include "volt/tls/context.hpp"
@@ -106,7 +107,12 @@ class Stream {
   Task<Expected<void>> write_all(io::ConstBuffer buf);
   Task<Expected<void>> flush();
   // Sends close_notify (once), then shuts the transport's write direction.
-  // It does not wait for the peer's close_notify: read() to 0 for that.
+  // It does not wait for the peer's close_notify: read() to 0 for that. If
+  // a post-handshake message from the peer (a TLS 1.3 NewSessionTicket or
+  // KeyUpdate) has arrived only in part, it first waits for the rest
+  // (OpenSSL sends no close_notify in the middle of one); a peer that never
+  // sends it is an error (unexpected_eof) or a hang: wrap shutdown() in a
+  // timeout if the peer is not trusted to finish.
   Task<Expected<void>> shutdown();
 
   // The protocol ALPN chose ("" if none).
@@ -154,6 +160,17 @@ class Stream {
   // One transport read into the input queue (or, if another task holds the
   // input claim, waits for it to finish one).
   Task<Expected<void>> receive();
+  // Direct transports: a write or shutdown that OpenSSL answered kInput
+  // after the handshake (a post-handshake message from the peer, a TLS 1.3
+  // NewSessionTicket or KeyUpdate, has arrived in part and a read took its
+  // first record) waits for the rest. A read pending in another task may
+  // take it first, and a woken readiness wait re-checks readiness: once that
+  // read has drained the socket, a plain readable() would sleep until the
+  // peer's next bytes, which a peer waiting for our write never sends. So
+  // this also waits for the read's word that it completed the message:
+  // `progressed` was made before the session call that returned kInput with
+  // count = true, which counted us under the session's lock (adopted here).
+  Task<Expected<void>> wait_for_message_rest(Notify::Notified progressed);
 
   // On the heap: the session's direct I/O points at it, and a Stream moves.
   std::unique_ptr<S> transport_;
@@ -349,6 +366,14 @@ Task<Expected<void>> Stream<S>::receive() {
 }
 
 template <class S>
+Task<Expected<void>> Stream<S>::wait_for_message_rest(Notify::Notified progressed) {
+  const detail::Session::Waiting counted(*session_);  // adopts the session call's count
+  auto r = co_await select(transport_->readable(), std::move(progressed));
+  if (r.index() == 0 && !std::get<0>(r)) co_return std::get<0>(r).error();
+  co_return Expected<void>();
+}
+
+template <class S>
 Task<Expected<std::size_t>> Stream<S>::read(io::MutableBuffer buf) {
   if (buf.empty()) co_return std::size_t{0};
   // One unit of the task's cooperative budget per OpenSSL call that moves
@@ -401,8 +426,9 @@ Task<Expected<std::size_t>> Stream<S>::write(io::ConstBuffer buf) {
     if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   }
   if (!volt::detail::coop_try_consume()) co_await yield_now();  // as read()
+  std::optional<Notify::Notified> progressed;                   // see kInput
   for (;;) {
-    const detail::Step step = session_->write(buf);
+    const detail::Step step = session_->write(buf, progressed.has_value());
     switch (step.kind) {
       case detail::Step::kDone:
         // Usually the kernel took it all inside the call (direct I/O).
@@ -411,8 +437,21 @@ Task<Expected<std::size_t>> Stream<S>::write(io::ConstBuffer buf) {
             co_return sent.error();
         }
         co_return step.n;
-      case detail::Step::kInput:  // mid-handshake only (renegotiation is refused)
-        if (Expected<void> got = co_await receive(); !got) co_return got.error();
+      case detail::Step::kInput:
+        // A post-handshake message from the peer that a read has taken only
+        // the first record of (renegotiation is refused): OpenSSL finishes
+        // reading it before it writes.
+        if constexpr (DirectTransport<S>) {
+          if (!progressed) {
+            progressed.emplace(session_->changed().notified());
+            break;  // asked again, counted (wait_for_message_rest)
+          }
+          if (Expected<void> got = co_await wait_for_message_rest(std::move(*progressed)); !got)
+            co_return got.error();
+          progressed.reset();
+        } else {
+          if (Expected<void> got = co_await receive(); !got) co_return got.error();
+        }
         break;
       case detail::Step::kEnd:
         co_return make_error_code(std::errc::broken_pipe);
@@ -429,19 +468,31 @@ Task<Expected<void>> Stream<S>::write_all(io::ConstBuffer buf) {
   if (session_->sent() < session_->queued()) {
     if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   }
+  std::optional<Notify::Notified> progressed;  // as write()
   while (!buf.empty()) {
-    if (!volt::detail::coop_try_consume()) co_await yield_now();  // as read()
-    const detail::Step step = session_->write(buf);
+    if (!progressed && !volt::detail::coop_try_consume()) co_await yield_now();  // as read()
+    const detail::Step step = session_->write(buf, progressed.has_value());
     switch (step.kind) {
       case detail::Step::kDone:
+        progressed.reset();
         buf = buf.after(step.n);
         if (session_->sent() < session_->queued()) {
           if (Expected<void> sent = co_await send(session_->queued()); !sent)
             co_return sent.error();
         }
         break;
-      case detail::Step::kInput:
-        if (Expected<void> got = co_await receive(); !got) co_return got.error();
+      case detail::Step::kInput:  // as write()
+        if constexpr (DirectTransport<S>) {
+          if (!progressed) {
+            progressed.emplace(session_->changed().notified());
+            break;
+          }
+          if (Expected<void> got = co_await wait_for_message_rest(std::move(*progressed)); !got)
+            co_return got.error();
+          progressed.reset();
+        } else {
+          if (Expected<void> got = co_await receive(); !got) co_return got.error();
+        }
         break;
       case detail::Step::kEnd:
         co_return make_error_code(std::errc::broken_pipe);
@@ -462,8 +513,25 @@ Task<Expected<void>> Stream<S>::flush() {
 
 template <class S>
 Task<Expected<void>> Stream<S>::shutdown() {
-  const detail::Step step = session_->close_notify();
-  if (step.kind == detail::Step::kError) co_return step.error;
+  for (;;) {
+    Notify::Notified progressed = session_->changed().notified();
+    const detail::Step step = session_->close_notify(DirectTransport<S>);
+    if (step.kind == detail::Step::kError) co_return step.error;
+    if (step.kind != detail::Step::kInput) break;
+    // The peer's post-handshake message (a TLS 1.3 NewSessionTicket or
+    // KeyUpdate) has arrived in part, and OpenSSL sends close_notify only
+    // once it has all of it: wait for the rest, which the peer is sending.
+    // A pending read may take it first. On the queued path receive() shares
+    // the transport's read side with that read (its release wakes us); on a
+    // direct transport, see wait_for_message_rest (close_notify(true)
+    // counted us after `progressed` was made).
+    if constexpr (DirectTransport<S>) {
+      if (Expected<void> got = co_await wait_for_message_rest(std::move(progressed)); !got)
+        co_return got.error();
+    } else {
+      if (Expected<void> got = co_await receive(); !got) co_return got.error();
+    }
+  }
   if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
   co_return co_await transport_->shutdown();
 }
