@@ -106,7 +106,8 @@ class TcpStream : public StreamSocket {
   // Halves (stream_halves.hpp): a read half and a write half usable by two
   // tasks at once. Borrowed halves refer to this stream, which must outlive
   // them; owned halves share one allocation holding it, and reunite() gives
-  // it back.
+  // it back. Dropping the owned write half shuts the write direction down
+  // (the peer reads end of stream), as Tokio's does; forget() does not.
   using ReadHalf = StreamReadHalf<TcpStream>;
   using WriteHalf = StreamWriteHalf<TcpStream>;
   using OwnedReadHalf = OwnedStreamReadHalf<TcpStream>;

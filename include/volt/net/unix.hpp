@@ -99,7 +99,8 @@ class UnixStream : public StreamSocket {
   Expected<UnixAddr> local_addr() const noexcept;
   Expected<UnixAddr> peer_addr() const noexcept;
 
-  // Halves usable from two tasks at once (stream_halves.hpp).
+  // Halves usable from two tasks at once (stream_halves.hpp). Dropping the
+  // owned write half shuts the write direction down, as Tokio's does.
   using ReadHalf = StreamReadHalf<UnixStream>;
   using WriteHalf = StreamWriteHalf<UnixStream>;
   using OwnedReadHalf = OwnedStreamReadHalf<UnixStream>;
