@@ -138,6 +138,11 @@ class FileEngine {
   // before returning (io_uring completes page-cache hits inline).
   virtual void submit(FileOp* op) noexcept = 0;
   virtual bool uses_io_uring() const noexcept = 0;
+  // Operations in the engine's own hands (not the blocking pool's, which
+  // counts its jobs itself): a paused clock must not auto-advance past a
+  // timer while one of them may still complete and wake a task, as it does
+  // not while blocking work is in flight (Tokio runs files on the pool).
+  virtual std::uint64_t in_flight() const noexcept { return 0; }
   // Runtime shutdown, after the workers stopped: waits (at most until
   // `deadline`) for the operations in flight to complete.
   virtual void shutdown(std::chrono::steady_clock::time_point deadline) noexcept = 0;

@@ -73,6 +73,13 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
 
   bool uses_io_uring() const noexcept override { return true; }
 
+  // acquire: pairs with done_with()'s release decrement, made before the
+  // op's finish() wakes its task (the current-thread scheduler then sees
+  // the task runnable, or the count above 0).
+  std::uint64_t in_flight() const noexcept override {
+    return in_flight_.load(std::memory_order_acquire);
+  }
+
   void submit(FileOp* op) noexcept override {
     switch (op->kind) {
       case OpKind::kFtruncate:  // opcodes only from Linux 6.9, or none

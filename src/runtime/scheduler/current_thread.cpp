@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "detail/store_load_barrier.hpp"
+#include "fs/engine.hpp"
 
 #include "volt/task/join_handle.hpp"
 
@@ -146,12 +147,16 @@ void CurrentThreadScheduler::drive_until_complete(TaskHeader* target) noexcept {
     }
     if (driver_.time().is_paused()) {
       // Ready I/O and due timers first; then, if still idle and no blocking
-      // work might wake us, only timers can: jump to the next one.
+      // work or file operation on the ring might wake us, only timers can:
+      // jump to the next one. (A ring completion wakes the driver's park
+      // below through the ring's descriptor in the epoll set.)
       park_driver(false);
       if (has_local_work()) continue;
       // (The timers it fires wake in deadline order: fire_until sets
       // ThreadContext::in_order_wakes.)
-      if (blocking().in_flight() == 0 && driver_.time().advance_to_next_deadline()) continue;
+      if (blocking().in_flight() == 0 && (files() == nullptr || files()->in_flight() == 0) &&
+          driver_.time().advance_to_next_deadline())
+        continue;
     }
     // Nothing runnable: sleep in the driver until a remote wake-up or the
     // next timer.
