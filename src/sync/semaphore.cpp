@@ -96,6 +96,8 @@
 #include "volt/sync/semaphore.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -491,7 +493,7 @@ Expected<SemaphorePermit> Semaphore::acquire_blocking(std::uint64_t n) {
   if (detail::tls_context.scheduler)
     throw Error(errc::blocking_in_runtime, "Semaphore::acquire_blocking on a runtime thread");
   if (n > kMaxPermits) throw Error(errc::invalid_argument, "Semaphore: more than kMaxPermits");
-  if (n == 0 || try_take(n)) return SemaphorePermit(this, n);
+  if (try_take(n)) return SemaphorePermit(this, n);  // n == 0 too: only while open
   detail::ThreadParker& parker = detail::ThreadParker::current();
   SemaphoreWaiter waiter;
   waiter.requested = n;
@@ -541,6 +543,20 @@ std::uint64_t Semaphore::forget_permits(std::uint64_t n) noexcept {
                                        std::memory_order_relaxed, std::memory_order_relaxed))
       return take;
   }
+}
+
+}  // namespace volt
+
+namespace volt {
+
+void detail::semaphore_permit_overflow(std::uint64_t returned, std::uint64_t available) noexcept {
+  std::fprintf(stderr,
+               "volt::Semaphore: returning %llu permits to a count of %llu would pass "
+               "kMaxPermits (%llu): more permits were added while they were held\n",
+               static_cast<unsigned long long>(returned),
+               static_cast<unsigned long long>(available),
+               static_cast<unsigned long long>(Semaphore::kMaxPermits));
+  std::abort();
 }
 
 }  // namespace volt

@@ -40,7 +40,8 @@
 //  - Bad input: acquire(n) or try_acquire(n) with n > kMaxPermits, a
 //    constructor or release() that would take the count past kMaxPermits:
 //    volt::Error(errc::invalid_argument), nothing changed. acquire(0)
-//    succeeds at once with an empty permit.
+//    succeeds at once with an empty permit while the semaphore is open, and
+//    fails with errc::closed once it is closed, as every acquire does.
 //  - An Acquire interrupted while it waits (an lvalue operand of a timeout
 //    that expired) keeps its place in the queue; the same task may await it
 //    again, or destroy it to leave the queue.
@@ -328,7 +329,7 @@ class Semaphore {
         outcome_ = kYielding;
         return false;
       }
-      if (n_ == 0 || semaphore_.try_take(n_)) {
+      if (semaphore_.try_take(n_)) {  // n_ == 0 too: granted if open
         outcome_ = kGranted;
         return true;
       }
@@ -392,7 +393,7 @@ class Semaphore {
       Acquire& self = *static_cast<Acquire*>(context);
       if (self.queued_) return self.settle();
       if (self.outcome_ != kYielding) return true;
-      if (self.n_ == 0 || self.semaphore_.try_take(self.n_)) {
+      if (self.semaphore_.try_take(self.n_)) {
         self.outcome_ = kGranted;
         return true;
       }
@@ -552,8 +553,31 @@ class Semaphore {
   detail::IntrusiveList<detail::SemaphoreWaiter> waiters_;  // guarded by mutex_; front oldest
 };
 
+namespace detail {
+// A returned permit would take the count past kMaxPermits: permits were added
+// (add_permits/release) while it was out, so the count and the permits held
+// together exceed the bound, and crediting it would first pass kMaxPermits
+// and then wrap the 64-bit word (a second such round silently lost 2^60
+// permits). Tokio panics here; a permit's destructor cannot throw, so this
+// prints the reason and aborts. Out of line (src/sync/semaphore.cpp), cold.
+[[noreturn, gnu::cold]] void semaphore_permit_overflow(std::uint64_t returned,
+                                                       std::uint64_t available) noexcept;
+// The check before a permit's permits are credited back. relaxed: only the
+// count's magnitude is looked at, and the credit that follows is ordered by
+// its own RMW. Racing returns may pass it together (as release()'s check).
+inline void check_permit_return(const Semaphore& semaphore, std::uint64_t n) noexcept;
+}  // namespace detail
+
+inline void detail::check_permit_return(const Semaphore& semaphore, std::uint64_t n) noexcept {
+  const std::uint64_t available = semaphore.available_permits();
+  if (n > Semaphore::kMaxPermits - available) semaphore_permit_overflow(n, available);
+}
+
 inline void SemaphorePermit::reset() noexcept {
-  if (semaphore_ && permits_ > 0) semaphore_->release_unchecked(permits_);
+  if (semaphore_ && permits_ > 0) {
+    detail::check_permit_return(*semaphore_, permits_);
+    semaphore_->release_unchecked(permits_);
+  }
   semaphore_ = nullptr;
   permits_ = 0;
 }
@@ -562,7 +586,10 @@ inline void OwnedSemaphorePermit::reset() noexcept {
   // Release first, then drop the reference: the release runs on a live
   // semaphore, and whoever drops the last reference destroys it after
   // everything this permit did to it.
-  if (semaphore_ && permits_ > 0) semaphore_->release_unchecked(permits_);
+  if (semaphore_ && permits_ > 0) {
+    detail::check_permit_return(*semaphore_, permits_);
+    semaphore_->release_unchecked(permits_);
+  }
   permits_ = 0;
   semaphore_.reset();
 }
