@@ -130,6 +130,29 @@ void Semaphore::release(std::uint64_t n) {
   release_unchecked(n);
 }
 
+namespace {
+
+// A returned permit takes the count past kMaxPermits: permits were added
+// (add_permits/release) while it was out, so the count and the permits held
+// together exceed the bound. Crediting it passed kMaxPermits, and a second
+// round wrapped the 64-bit word (2^60 permits silently lost). Tokio panics
+// here; a permit's destructor cannot throw, so this names the bound and
+// aborts. Checked on the count the release's own CAS (or last look) read:
+// no load of its own on the permit-drop path (a separate load cost 1.5-2 ns
+// a try_lock/unlock); returns racing each other may pass it together, as
+// release()'s check.
+[[noreturn, gnu::cold, gnu::noinline]] void permit_overflow(std::uint64_t returned,
+                                                            std::uint64_t count) noexcept {
+  std::fprintf(stderr,
+               "volt::Semaphore: returning %llu permits to a count of %llu passes "
+               "kMaxPermits (%llu): more permits were added while they were held\n",
+               static_cast<unsigned long long>(returned), static_cast<unsigned long long>(count),
+               static_cast<unsigned long long>(Semaphore::kMaxPermits));
+  std::abort();
+}
+
+}  // namespace
+
 void Semaphore::release_unchecked(std::uint64_t n) noexcept {
   if (n == 0) return;
   // Tier 0: the count, lock-free, unless waiters queue in strict mode.
@@ -141,6 +164,7 @@ void Semaphore::release_unchecked(std::uint64_t n) noexcept {
   while (!(current & kQueued) || (barging_ && !(current & kStrict))) {
     if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
                                        std::memory_order_release, std::memory_order_relaxed)) {
+      if ((current >> kCountShift) + n > kMaxPermits) permit_overflow(n, current >> kCountShift);
       // Relaxed mode with waiters queued and none woken: wake the oldest to
       // retry (R1 in "Modes"). With one woken already, its retry passes
       // the wake-up on; with nobody queued there is nobody to wake.
@@ -154,6 +178,7 @@ void Semaphore::release_unchecked(std::uint64_t n) noexcept {
     }
     contention.once();  // another release or a take won the word
   }
+  if ((current >> kCountShift) + n > kMaxPermits) permit_overflow(n, current >> kCountShift);
   // Tier 1: the fast slot, lock-free. A plain load first: with nobody
   // waiting (the common case) the exchange's cache-line write is wasted. A
   // waiter that registers after this load is found under the mutex in
@@ -543,20 +568,6 @@ std::uint64_t Semaphore::forget_permits(std::uint64_t n) noexcept {
                                        std::memory_order_relaxed, std::memory_order_relaxed))
       return take;
   }
-}
-
-}  // namespace volt
-
-namespace volt {
-
-void detail::semaphore_permit_overflow(std::uint64_t returned, std::uint64_t available) noexcept {
-  std::fprintf(stderr,
-               "volt::Semaphore: returning %llu permits to a count of %llu would pass "
-               "kMaxPermits (%llu): more permits were added while they were held\n",
-               static_cast<unsigned long long>(returned),
-               static_cast<unsigned long long>(available),
-               static_cast<unsigned long long>(Semaphore::kMaxPermits));
-  std::abort();
 }
 
 }  // namespace volt

@@ -320,62 +320,62 @@
  *   T1  include/volt/sync/semaphore.hpp:514  std::uint64_t current = permits_.load(std::memory_order_acquire);
  *   T1_closed  include/volt/sync/semaphore.hpp:517  if ((current & kClosed) || (current >> kCountShift) < n) return false;
  *   T1_cas  include/volt/sync/semaphore.hpp:520  if (permits_.compare_exchange_weak(current, current - (n << kCountShift),
- *   A1  src/sync/semaphore.cpp:349  std::lock_guard guard(mutex_);
- *   A2_load  src/sync/semaphore.cpp:365  std::uint64_t current = permits_.load(std::memory_order_acquire);
- *   A2c  src/sync/semaphore.cpp:368  if (current & kClosed) break;
- *   A2q  src/sync/semaphore.cpp:384  permits_.compare_exchange_weak(current, current | kQueued, std::memory_order_acquire,
- *   A2  src/sync/semaphore.cpp:390  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
- *   A2c_give  src/sync/semaphore.cpp:397  permits_.fetch_add((needed - still) << kCountShift, std::memory_order_release);
- *   A2c_ret  src/sync/semaphore.cpp:398  return AcquireResult::kClosed;
- *   A3  src/sync/semaphore.cpp:400  if (still == 0) return AcquireResult::kGranted;
- *   A4  src/sync/semaphore.cpp:404  if (still == 1 && waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr) {
- *   A5_fast  src/sync/semaphore.cpp:406  fast_.store(waiter, std::memory_order_release);
- *   A5_list  src/sync/semaphore.cpp:408  waiters_.push_back(waiter);
- *   A6  src/sync/semaphore.cpp:410  return AcquireResult::kQueued;
+ *   A1  src/sync/semaphore.cpp:374  std::lock_guard guard(mutex_);
+ *   A2_load  src/sync/semaphore.cpp:390  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   A2c  src/sync/semaphore.cpp:393  if (current & kClosed) break;
+ *   A2q  src/sync/semaphore.cpp:409  permits_.compare_exchange_weak(current, current | kQueued, std::memory_order_acquire,
+ *   A2  src/sync/semaphore.cpp:415  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
+ *   A2c_give  src/sync/semaphore.cpp:422  permits_.fetch_add((needed - still) << kCountShift, std::memory_order_release);
+ *   A2c_ret  src/sync/semaphore.cpp:423  return AcquireResult::kClosed;
+ *   A3  src/sync/semaphore.cpp:425  if (still == 0) return AcquireResult::kGranted;
+ *   A4  src/sync/semaphore.cpp:429  if (still == 1 && waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr) {
+ *   A5_fast  src/sync/semaphore.cpp:431  fast_.store(waiter, std::memory_order_release);
+ *   A5_list  src/sync/semaphore.cpp:433  waiters_.push_back(waiter);
+ *   A6  src/sync/semaphore.cpp:435  return AcquireResult::kQueued;
  *   W  include/volt/sync/semaphore.hpp:128  const std::uint64_t s = state.load(std::memory_order_acquire);
  *   W_closed  include/volt/sync/semaphore.hpp:359  if (waiter_.state.load(std::memory_order_acquire) & detail::SemaphoreWaiter::kClosedBit) {
  *   W_giveback  include/volt/sync/semaphore.hpp:360  semaphore_.give_back_partial(&waiter_);
- *   G_load  src/sync/semaphore.cpp:465  waiter->state.load(std::memory_order_acquire) & SemaphoreWaiter::kNeededMask;
- *   G_release  src/sync/semaphore.cpp:466  release_unchecked(waiter->requested - still);
- *   B_wait  src/sync/semaphore.cpp:515  if (s == 0 || (s & SemaphoreWaiter::kClosedBit)) break;
- *   B_closed  src/sync/semaphore.cpp:519  if (waiter.state.load(std::memory_order_acquire) & SemaphoreWaiter::kClosedBit) {
- *   R0_load  src/sync/semaphore.cpp:139  std::uint64_t current = permits_.load(std::memory_order_relaxed);
- *   R0  src/sync/semaphore.cpp:142  if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
- *   R1  src/sync/semaphore.cpp:165  : fast_.exchange(nullptr, std::memory_order_acq_rel);
- *   R2  src/sync/semaphore.cpp:170  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
- *   R3  src/sync/semaphore.cpp:174  waiter->state.store(0, std::memory_order_release);
- *   R3_surplus  src/sync/semaphore.cpp:178  mutex_.lock();
- *   R9  src/sync/semaphore.cpp:183  mutex_.lock();
- *   L1  src/sync/semaphore.cpp:209  : fast_.exchange(nullptr, std::memory_order_acq_rel);
- *   L2  src/sync/semaphore.cpp:211  if (!waiter) waiter = waiters_.front();
- *   L3_load  src/sync/semaphore.cpp:218  const std::uint64_t queued = permits_.load(std::memory_order_relaxed) & kQueued;
- *   L3  src/sync/semaphore.cpp:219  permits_.fetch_add((n << kCountShift) - queued, std::memory_order_release);
- *   L4  src/sync/semaphore.cpp:222  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
- *   L5  src/sync/semaphore.cpp:226  waiter->state.store(remaining - n, std::memory_order_relaxed);
- *   L7  src/sync/semaphore.cpp:229  if (!from_fast) waiters_.remove(waiter);
- *   L8  src/sync/semaphore.cpp:232  waiter->state.store(0, std::memory_order_release);
- *   L9  src/sync/semaphore.cpp:234  mutex_.unlock();
- *   L10  src/sync/semaphore.cpp:248  mutex_.unlock();
+ *   G_load  src/sync/semaphore.cpp:490  waiter->state.load(std::memory_order_acquire) & SemaphoreWaiter::kNeededMask;
+ *   G_release  src/sync/semaphore.cpp:491  release_unchecked(waiter->requested - still);
+ *   B_wait  src/sync/semaphore.cpp:540  if (s == 0 || (s & SemaphoreWaiter::kClosedBit)) break;
+ *   B_closed  src/sync/semaphore.cpp:544  if (waiter.state.load(std::memory_order_acquire) & SemaphoreWaiter::kClosedBit) {
+ *   R0_load  src/sync/semaphore.cpp:162  std::uint64_t current = permits_.load(std::memory_order_relaxed);
+ *   R0  src/sync/semaphore.cpp:165  if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
+ *   R1  src/sync/semaphore.cpp:190  : fast_.exchange(nullptr, std::memory_order_acq_rel);
+ *   R2  src/sync/semaphore.cpp:195  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
+ *   R3  src/sync/semaphore.cpp:199  waiter->state.store(0, std::memory_order_release);
+ *   R3_surplus  src/sync/semaphore.cpp:203  mutex_.lock();
+ *   R9  src/sync/semaphore.cpp:208  mutex_.lock();
+ *   L1  src/sync/semaphore.cpp:234  : fast_.exchange(nullptr, std::memory_order_acq_rel);
+ *   L2  src/sync/semaphore.cpp:236  if (!waiter) waiter = waiters_.front();
+ *   L3_load  src/sync/semaphore.cpp:243  const std::uint64_t queued = permits_.load(std::memory_order_relaxed) & kQueued;
+ *   L3  src/sync/semaphore.cpp:244  permits_.fetch_add((n << kCountShift) - queued, std::memory_order_release);
+ *   L4  src/sync/semaphore.cpp:247  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
+ *   L5  src/sync/semaphore.cpp:251  waiter->state.store(remaining - n, std::memory_order_relaxed);
+ *   L7  src/sync/semaphore.cpp:254  if (!from_fast) waiters_.remove(waiter);
+ *   L8  src/sync/semaphore.cpp:257  waiter->state.store(0, std::memory_order_release);
+ *   L9  src/sync/semaphore.cpp:259  mutex_.unlock();
+ *   L10  src/sync/semaphore.cpp:273  mutex_.unlock();
  *   D  include/volt/sync/semaphore.hpp:311  if (queued_) semaphore_.cancel(&waiter_);
- *   C1  src/sync/semaphore.cpp:419  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
- *   C1_give  src/sync/semaphore.cpp:423  release_unchecked(requested - (still & ~SemaphoreWaiter::kClosedBit));
- *   C2  src/sync/semaphore.cpp:426  mutex_.lock();
- *   C2_load  src/sync/semaphore.cpp:427  const std::uint64_t s = waiter->state.load(std::memory_order_acquire);
- *   C2_test  src/sync/semaphore.cpp:439  if (s == 0 || (s & SemaphoreWaiter::kClosedBit) || waiter->linked) {
- *   C2_remove  src/sync/semaphore.cpp:440  if (waiter->linked) waiters_.remove(waiter);
- *   C2_give  src/sync/semaphore.cpp:452  release_unchecked(requested - (s & ~SemaphoreWaiter::kClosedBit));
- *   C2_retry  src/sync/semaphore.cpp:459  backoff.once();
+ *   C1  src/sync/semaphore.cpp:444  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
+ *   C1_give  src/sync/semaphore.cpp:448  release_unchecked(requested - (still & ~SemaphoreWaiter::kClosedBit));
+ *   C2  src/sync/semaphore.cpp:451  mutex_.lock();
+ *   C2_load  src/sync/semaphore.cpp:452  const std::uint64_t s = waiter->state.load(std::memory_order_acquire);
+ *   C2_test  src/sync/semaphore.cpp:464  if (s == 0 || (s & SemaphoreWaiter::kClosedBit) || waiter->linked) {
+ *   C2_remove  src/sync/semaphore.cpp:465  if (waiter->linked) waiters_.remove(waiter);
+ *   C2_give  src/sync/semaphore.cpp:477  release_unchecked(requested - (s & ~SemaphoreWaiter::kClosedBit));
+ *   C2_retry  src/sync/semaphore.cpp:484  backoff.once();
  *   C2_spin  include/volt/detail/spin_wait.hpp:37  SpinLock::pause();
  *   C2_yield  include/volt/detail/spin_wait.hpp:39  std::this_thread::yield();
- *   K1  src/sync/semaphore.cpp:471  std::unique_lock lock(mutex_);
- *   K2  src/sync/semaphore.cpp:472  permits_.fetch_or(kClosed, std::memory_order_release);
- *   K4_load  src/sync/semaphore.cpp:474  const std::uint64_t still = waiter->state.load(std::memory_order_relaxed);
- *   K4  src/sync/semaphore.cpp:476  waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_release);
- *   K6  src/sync/semaphore.cpp:478  lock.unlock();
- *   K3  src/sync/semaphore.cpp:485  if (SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel)) finish(waiter);
- *   K5  src/sync/semaphore.cpp:486  while (SemaphoreWaiter* waiter = waiters_.pop_front())
- *   K7  src/sync/semaphore.cpp:488  lock.unlock();
- *   F  src/sync/semaphore.cpp:542  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
+ *   K1  src/sync/semaphore.cpp:496  std::unique_lock lock(mutex_);
+ *   K2  src/sync/semaphore.cpp:497  permits_.fetch_or(kClosed, std::memory_order_release);
+ *   K4_load  src/sync/semaphore.cpp:499  const std::uint64_t still = waiter->state.load(std::memory_order_relaxed);
+ *   K4  src/sync/semaphore.cpp:501  waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_release);
+ *   K6  src/sync/semaphore.cpp:503  lock.unlock();
+ *   K3  src/sync/semaphore.cpp:510  if (SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel)) finish(waiter);
+ *   K5  src/sync/semaphore.cpp:511  while (SemaphoreWaiter* waiter = waiters_.pop_front())
+ *   K7  src/sync/semaphore.cpp:513  lock.unlock();
+ *   F  src/sync/semaphore.cpp:567  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
  */
 
 #ifndef ACQ

@@ -331,112 +331,112 @@
  *   W  include/volt/sync/semaphore.hpp:406  const std::uint64_t s = waiter_.state.load(std::memory_order_acquire);
  *   W_done  include/volt/sync/semaphore.hpp:408  return s == 0 || (s & detail::SemaphoreWaiter::kClosedBit);
  *   W_retry  include/volt/sync/semaphore.hpp:409  return semaphore_.retry(&waiter_,
- *   R0_load  src/sync/semaphore.cpp:139  std::uint64_t current = permits_.load(std::memory_order_relaxed);
- *   R0_test  src/sync/semaphore.cpp:141  while (!(current & kQueued) || (barging_ && !(current & kStrict))) {
- *   R0  src/sync/semaphore.cpp:142  if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
- *   R0_woke  src/sync/semaphore.cpp:147  if ((current & (kQueued | kWoken)) == kQueued) {
- *   R0_lock  src/sync/semaphore.cpp:149  mutex_.lock();
- *   R0_wake  src/sync/semaphore.cpp:150  wake_oldest_locked(wakes,
- *   R0_unlock  src/sync/semaphore.cpp:151  mutex_.unlock();
- *   R1  src/sync/semaphore.cpp:165  : fast_.exchange(nullptr, std::memory_order_acq_rel);
- *   R2  src/sync/semaphore.cpp:170  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
- *   R3  src/sync/semaphore.cpp:174  waiter->state.store(0, std::memory_order_release);
- *   R3_surplus  src/sync/semaphore.cpp:178  mutex_.lock();
- *   R9  src/sync/semaphore.cpp:183  mutex_.lock();
- *   RL_load  src/sync/semaphore.cpp:189  if (barging_ && !(permits_.load(std::memory_order_relaxed) & kStrict)) {
- *   RL_credit  src/sync/semaphore.cpp:195  permits_.fetch_add(n << kCountShift, std::memory_order_release);
- *   RL_wake  src/sync/semaphore.cpp:196  wake_oldest_locked(wakes,
- *   RL_unlock  src/sync/semaphore.cpp:197  mutex_.unlock();
- *   L1  src/sync/semaphore.cpp:209  : fast_.exchange(nullptr, std::memory_order_acq_rel);
- *   L2  src/sync/semaphore.cpp:211  if (!waiter) waiter = waiters_.front();
- *   L3_load  src/sync/semaphore.cpp:218  const std::uint64_t queued = permits_.load(std::memory_order_relaxed) & kQueued;
- *   L3  src/sync/semaphore.cpp:219  permits_.fetch_add((n << kCountShift) - queued, std::memory_order_release);
- *   L4  src/sync/semaphore.cpp:222  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
- *   L5  src/sync/semaphore.cpp:226  waiter->state.store(remaining - n, std::memory_order_relaxed);
- *   L7  src/sync/semaphore.cpp:229  if (!from_fast) waiters_.remove(waiter);
- *   L8  src/sync/semaphore.cpp:232  waiter->state.store(0, std::memory_order_release);
- *   L9  src/sync/semaphore.cpp:234  mutex_.unlock();
- *   L9_relock  src/sync/semaphore.cpp:236  mutex_.lock();
- *   L9_recheck  src/sync/semaphore.cpp:237  if (barging_ && !(permits_.load(std::memory_order_relaxed) & kStrict)) {
- *   L9_credit  src/sync/semaphore.cpp:242  permits_.fetch_add(n << kCountShift, std::memory_order_release);
- *   L10  src/sync/semaphore.cpp:248  mutex_.unlock();
- *   WO_load  src/sync/semaphore.cpp:257  const std::uint64_t current = permits_.load(std::memory_order_relaxed);
- *   WO_bits  src/sync/semaphore.cpp:258  if ((current & (kQueued | kWoken | kStrict | kClosed)) != kQueued) return;
- *   WO_count  src/sync/semaphore.cpp:264  if (!released && (current >> kCountShift) == 0) return;
- *   WO_fast  src/sync/semaphore.cpp:267  : fast_.exchange(nullptr, std::memory_order_acq_rel);
- *   WO_pop  src/sync/semaphore.cpp:268  if (!waiter) waiter = waiters_.pop_front();
- *   WO_last  src/sync/semaphore.cpp:269  const bool last = waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr;
- *   WO_none  src/sync/semaphore.cpp:272  permits_.fetch_and(~kQueued, std::memory_order_relaxed);
- *   WO_xor  src/sync/semaphore.cpp:277  permits_.fetch_xor(kWoken | (last ? kQueued : 0), std::memory_order_relaxed);
- *   WO_pub  src/sync/semaphore.cpp:282  waiter->state.store(needed | SemaphoreWaiter::kRetryBit, std::memory_order_release);
- *   RT_lock  src/sync/semaphore.cpp:287  std::unique_lock lock(mutex_);
- *   RT_load  src/sync/semaphore.cpp:292  std::uint64_t current = permits_.load(std::memory_order_acquire);
- *   RT_closed  src/sync/semaphore.cpp:295  if (current & kClosed) {
- *   RT_closed_woken  src/sync/semaphore.cpp:299  permits_.fetch_and(~kWoken, std::memory_order_relaxed);
- *   RT_closed_state  src/sync/semaphore.cpp:300  waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_relaxed);
- *   RT_take  src/sync/semaphore.cpp:306  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
- *   RT_served_remove  src/sync/semaphore.cpp:312  if (queued_again) waiters_.remove(waiter);
- *   RT_served_state  src/sync/semaphore.cpp:314  waiter->state.store(0, std::memory_order_relaxed);
- *   RT_served  src/sync/semaphore.cpp:315  permits_.fetch_and(~kWoken, std::memory_order_relaxed);
- *   RT_pass  src/sync/semaphore.cpp:316  wake_oldest_locked(wakes,
- *   RT_unlock2  src/sync/semaphore.cpp:317  lock.unlock();
- *   RT_fast  src/sync/semaphore.cpp:327  : fast_.exchange(nullptr, std::memory_order_acq_rel))
- *   RT_push_newer  src/sync/semaphore.cpp:328  waiters_.push_front(newer);
- *   RT_push  src/sync/semaphore.cpp:329  waiters_.push_front(waiter);
- *   RT_state  src/sync/semaphore.cpp:333  waiter->state.store(still, std::memory_order_relaxed);
- *   RT_starving  src/sync/semaphore.cpp:336  const bool starving = waiter->failed_retries + 1 >= kStrictAfter;
- *   RT_cas  src/sync/semaphore.cpp:338  if (permits_.compare_exchange_weak(current, next, std::memory_order_acquire,
- *   RT_unlock  src/sync/semaphore.cpp:342  return AcquireResult::kQueued;
- *   ES_lock  src/sync/semaphore.cpp:349  std::lock_guard guard(mutex_);
- *   ES_clear  src/sync/semaphore.cpp:352  permits_.fetch_and(~kStrict, std::memory_order_relaxed);
- *   ES_wake  src/sync/semaphore.cpp:356  wake_oldest_locked(wakes,
- *   A1  src/sync/semaphore.cpp:361  std::lock_guard guard(mutex_);
- *   A2_load  src/sync/semaphore.cpp:365  std::uint64_t current = permits_.load(std::memory_order_acquire);
- *   A2c  src/sync/semaphore.cpp:368  if (current & kClosed) break;
- *   A2_take  src/sync/semaphore.cpp:375  const std::uint64_t take = barging_ && (current & (kQueued | kWoken))
- *   A2q  src/sync/semaphore.cpp:384  permits_.compare_exchange_weak(current, current | kQueued, std::memory_order_acquire,
- *   A2  src/sync/semaphore.cpp:390  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
- *   A2c_ret  src/sync/semaphore.cpp:398  return AcquireResult::kClosed;
- *   A3  src/sync/semaphore.cpp:400  if (still == 0) return AcquireResult::kGranted;
- *   A4  src/sync/semaphore.cpp:404  if (still == 1 && waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr) {
- *   A5_fast  src/sync/semaphore.cpp:406  fast_.store(waiter, std::memory_order_release);
- *   A5_list  src/sync/semaphore.cpp:408  waiters_.push_back(waiter);
- *   A6  src/sync/semaphore.cpp:410  return AcquireResult::kQueued;
- *   C1  src/sync/semaphore.cpp:419  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
- *   C1_give  src/sync/semaphore.cpp:423  release_unchecked(requested - (still & ~SemaphoreWaiter::kClosedBit));
- *   C2  src/sync/semaphore.cpp:426  mutex_.lock();
- *   C2_load  src/sync/semaphore.cpp:427  const std::uint64_t s = waiter->state.load(std::memory_order_acquire);
- *   C2_woken  src/sync/semaphore.cpp:428  if (s & SemaphoreWaiter::kRetryBit) {
- *   C2_woken_and  src/sync/semaphore.cpp:432  permits_.fetch_and(~kWoken, std::memory_order_relaxed);
- *   C2_woken_pass  src/sync/semaphore.cpp:433  wake_oldest_locked(wakes,
- *   C2_woken_unlock  src/sync/semaphore.cpp:434  mutex_.unlock();
- *   C2_woken_give  src/sync/semaphore.cpp:436  release_unchecked(requested - (s & SemaphoreWaiter::kNeededMask));
- *   C2_test  src/sync/semaphore.cpp:439  if (s == 0 || (s & SemaphoreWaiter::kClosedBit) || waiter->linked) {
- *   C2_remove  src/sync/semaphore.cpp:440  if (waiter->linked) waiters_.remove(waiter);
- *   C2_strict  src/sync/semaphore.cpp:445  permits_.fetch_and(~kStrict, std::memory_order_relaxed);
- *   C2_strict_wake  src/sync/semaphore.cpp:446  wake_oldest_locked(wakes,
- *   C2_unlock  src/sync/semaphore.cpp:448  mutex_.unlock();
- *   C2_give  src/sync/semaphore.cpp:452  release_unchecked(requested - (s & ~SemaphoreWaiter::kClosedBit));
- *   C2_retry  src/sync/semaphore.cpp:455  mutex_.unlock();
- *   C2_backoff  src/sync/semaphore.cpp:459  backoff.once();
- *   G_load  src/sync/semaphore.cpp:465  waiter->state.load(std::memory_order_acquire) & SemaphoreWaiter::kNeededMask;
- *   G_release  src/sync/semaphore.cpp:466  release_unchecked(waiter->requested - still);
- *   K1  src/sync/semaphore.cpp:471  std::unique_lock lock(mutex_);
- *   K2  src/sync/semaphore.cpp:472  permits_.fetch_or(kClosed, std::memory_order_release);
- *   K4_load  src/sync/semaphore.cpp:474  const std::uint64_t still = waiter->state.load(std::memory_order_relaxed);
- *   K4  src/sync/semaphore.cpp:476  waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_release);
- *   K6  src/sync/semaphore.cpp:478  lock.unlock();
- *   K3  src/sync/semaphore.cpp:485  if (SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel)) finish(waiter);
- *   K5  src/sync/semaphore.cpp:486  while (SemaphoreWaiter* waiter = waiters_.pop_front())
- *   K7  src/sync/semaphore.cpp:488  lock.unlock();
- *   B_try  src/sync/semaphore.cpp:496  if (try_take(n)) return SemaphorePermit(this, n);
- *   B_register  src/sync/semaphore.cpp:501  switch (acquire_locked(&waiter)) {
- *   B_wait  src/sync/semaphore.cpp:510  const std::uint64_t s = waiter.state.load(std::memory_order_acquire);
- *   B_retry  src/sync/semaphore.cpp:512  if (retry(&waiter, parker.waker()) != AcquireResult::kQueued) break;
- *   B_done  src/sync/semaphore.cpp:515  if (s == 0 || (s & SemaphoreWaiter::kClosedBit)) break;
- *   B_strict  src/sync/semaphore.cpp:518  if (waiter.starving) end_strict(&waiter);
- *   B_closed  src/sync/semaphore.cpp:519  if (waiter.state.load(std::memory_order_acquire) & SemaphoreWaiter::kClosedBit) {
- *   B_give  src/sync/semaphore.cpp:520  give_back_partial(&waiter);
+ *   R0_load  src/sync/semaphore.cpp:162  std::uint64_t current = permits_.load(std::memory_order_relaxed);
+ *   R0_test  src/sync/semaphore.cpp:164  while (!(current & kQueued) || (barging_ && !(current & kStrict))) {
+ *   R0  src/sync/semaphore.cpp:165  if (permits_.compare_exchange_weak(current, current + (n << kCountShift),
+ *   R0_woke  src/sync/semaphore.cpp:171  if ((current & (kQueued | kWoken)) == kQueued) {
+ *   R0_lock  src/sync/semaphore.cpp:173  mutex_.lock();
+ *   R0_wake  src/sync/semaphore.cpp:174  wake_oldest_locked(wakes,
+ *   R0_unlock  src/sync/semaphore.cpp:175  mutex_.unlock();
+ *   R1  src/sync/semaphore.cpp:190  : fast_.exchange(nullptr, std::memory_order_acq_rel);
+ *   R2  src/sync/semaphore.cpp:195  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
+ *   R3  src/sync/semaphore.cpp:199  waiter->state.store(0, std::memory_order_release);
+ *   R3_surplus  src/sync/semaphore.cpp:203  mutex_.lock();
+ *   R9  src/sync/semaphore.cpp:208  mutex_.lock();
+ *   RL_load  src/sync/semaphore.cpp:214  if (barging_ && !(permits_.load(std::memory_order_relaxed) & kStrict)) {
+ *   RL_credit  src/sync/semaphore.cpp:220  permits_.fetch_add(n << kCountShift, std::memory_order_release);
+ *   RL_wake  src/sync/semaphore.cpp:221  wake_oldest_locked(wakes,
+ *   RL_unlock  src/sync/semaphore.cpp:222  mutex_.unlock();
+ *   L1  src/sync/semaphore.cpp:234  : fast_.exchange(nullptr, std::memory_order_acq_rel);
+ *   L2  src/sync/semaphore.cpp:236  if (!waiter) waiter = waiters_.front();
+ *   L3_load  src/sync/semaphore.cpp:243  const std::uint64_t queued = permits_.load(std::memory_order_relaxed) & kQueued;
+ *   L3  src/sync/semaphore.cpp:244  permits_.fetch_add((n << kCountShift) - queued, std::memory_order_release);
+ *   L4  src/sync/semaphore.cpp:247  const std::uint64_t remaining = waiter->state.load(std::memory_order_relaxed);
+ *   L5  src/sync/semaphore.cpp:251  waiter->state.store(remaining - n, std::memory_order_relaxed);
+ *   L7  src/sync/semaphore.cpp:254  if (!from_fast) waiters_.remove(waiter);
+ *   L8  src/sync/semaphore.cpp:257  waiter->state.store(0, std::memory_order_release);
+ *   L9  src/sync/semaphore.cpp:259  mutex_.unlock();
+ *   L9_relock  src/sync/semaphore.cpp:261  mutex_.lock();
+ *   L9_recheck  src/sync/semaphore.cpp:262  if (barging_ && !(permits_.load(std::memory_order_relaxed) & kStrict)) {
+ *   L9_credit  src/sync/semaphore.cpp:267  permits_.fetch_add(n << kCountShift, std::memory_order_release);
+ *   L10  src/sync/semaphore.cpp:273  mutex_.unlock();
+ *   WO_load  src/sync/semaphore.cpp:282  const std::uint64_t current = permits_.load(std::memory_order_relaxed);
+ *   WO_bits  src/sync/semaphore.cpp:283  if ((current & (kQueued | kWoken | kStrict | kClosed)) != kQueued) return;
+ *   WO_count  src/sync/semaphore.cpp:289  if (!released && (current >> kCountShift) == 0) return;
+ *   WO_fast  src/sync/semaphore.cpp:292  : fast_.exchange(nullptr, std::memory_order_acq_rel);
+ *   WO_pop  src/sync/semaphore.cpp:293  if (!waiter) waiter = waiters_.pop_front();
+ *   WO_last  src/sync/semaphore.cpp:294  const bool last = waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr;
+ *   WO_none  src/sync/semaphore.cpp:297  permits_.fetch_and(~kQueued, std::memory_order_relaxed);
+ *   WO_xor  src/sync/semaphore.cpp:302  permits_.fetch_xor(kWoken | (last ? kQueued : 0), std::memory_order_relaxed);
+ *   WO_pub  src/sync/semaphore.cpp:307  waiter->state.store(needed | SemaphoreWaiter::kRetryBit, std::memory_order_release);
+ *   RT_lock  src/sync/semaphore.cpp:312  std::unique_lock lock(mutex_);
+ *   RT_load  src/sync/semaphore.cpp:317  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   RT_closed  src/sync/semaphore.cpp:320  if (current & kClosed) {
+ *   RT_closed_woken  src/sync/semaphore.cpp:324  permits_.fetch_and(~kWoken, std::memory_order_relaxed);
+ *   RT_closed_state  src/sync/semaphore.cpp:325  waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_relaxed);
+ *   RT_take  src/sync/semaphore.cpp:331  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
+ *   RT_served_remove  src/sync/semaphore.cpp:337  if (queued_again) waiters_.remove(waiter);
+ *   RT_served_state  src/sync/semaphore.cpp:339  waiter->state.store(0, std::memory_order_relaxed);
+ *   RT_served  src/sync/semaphore.cpp:340  permits_.fetch_and(~kWoken, std::memory_order_relaxed);
+ *   RT_pass  src/sync/semaphore.cpp:341  wake_oldest_locked(wakes,
+ *   RT_unlock2  src/sync/semaphore.cpp:342  lock.unlock();
+ *   RT_fast  src/sync/semaphore.cpp:352  : fast_.exchange(nullptr, std::memory_order_acq_rel))
+ *   RT_push_newer  src/sync/semaphore.cpp:353  waiters_.push_front(newer);
+ *   RT_push  src/sync/semaphore.cpp:354  waiters_.push_front(waiter);
+ *   RT_state  src/sync/semaphore.cpp:358  waiter->state.store(still, std::memory_order_relaxed);
+ *   RT_starving  src/sync/semaphore.cpp:361  const bool starving = waiter->failed_retries + 1 >= kStrictAfter;
+ *   RT_cas  src/sync/semaphore.cpp:363  if (permits_.compare_exchange_weak(current, next, std::memory_order_acquire,
+ *   RT_unlock  src/sync/semaphore.cpp:367  return AcquireResult::kQueued;
+ *   ES_lock  src/sync/semaphore.cpp:374  std::lock_guard guard(mutex_);
+ *   ES_clear  src/sync/semaphore.cpp:377  permits_.fetch_and(~kStrict, std::memory_order_relaxed);
+ *   ES_wake  src/sync/semaphore.cpp:381  wake_oldest_locked(wakes,
+ *   A1  src/sync/semaphore.cpp:386  std::lock_guard guard(mutex_);
+ *   A2_load  src/sync/semaphore.cpp:390  std::uint64_t current = permits_.load(std::memory_order_acquire);
+ *   A2c  src/sync/semaphore.cpp:393  if (current & kClosed) break;
+ *   A2_take  src/sync/semaphore.cpp:400  const std::uint64_t take = barging_ && (current & (kQueued | kWoken))
+ *   A2q  src/sync/semaphore.cpp:409  permits_.compare_exchange_weak(current, current | kQueued, std::memory_order_acquire,
+ *   A2  src/sync/semaphore.cpp:415  if (permits_.compare_exchange_weak(current, current - (take << kCountShift),
+ *   A2c_ret  src/sync/semaphore.cpp:423  return AcquireResult::kClosed;
+ *   A3  src/sync/semaphore.cpp:425  if (still == 0) return AcquireResult::kGranted;
+ *   A4  src/sync/semaphore.cpp:429  if (still == 1 && waiters_.empty() && fast_.load(std::memory_order_relaxed) == nullptr) {
+ *   A5_fast  src/sync/semaphore.cpp:431  fast_.store(waiter, std::memory_order_release);
+ *   A5_list  src/sync/semaphore.cpp:433  waiters_.push_back(waiter);
+ *   A6  src/sync/semaphore.cpp:435  return AcquireResult::kQueued;
+ *   C1  src/sync/semaphore.cpp:444  if (fast_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel,
+ *   C1_give  src/sync/semaphore.cpp:448  release_unchecked(requested - (still & ~SemaphoreWaiter::kClosedBit));
+ *   C2  src/sync/semaphore.cpp:451  mutex_.lock();
+ *   C2_load  src/sync/semaphore.cpp:452  const std::uint64_t s = waiter->state.load(std::memory_order_acquire);
+ *   C2_woken  src/sync/semaphore.cpp:453  if (s & SemaphoreWaiter::kRetryBit) {
+ *   C2_woken_and  src/sync/semaphore.cpp:457  permits_.fetch_and(~kWoken, std::memory_order_relaxed);
+ *   C2_woken_pass  src/sync/semaphore.cpp:458  wake_oldest_locked(wakes,
+ *   C2_woken_unlock  src/sync/semaphore.cpp:459  mutex_.unlock();
+ *   C2_woken_give  src/sync/semaphore.cpp:461  release_unchecked(requested - (s & SemaphoreWaiter::kNeededMask));
+ *   C2_test  src/sync/semaphore.cpp:464  if (s == 0 || (s & SemaphoreWaiter::kClosedBit) || waiter->linked) {
+ *   C2_remove  src/sync/semaphore.cpp:465  if (waiter->linked) waiters_.remove(waiter);
+ *   C2_strict  src/sync/semaphore.cpp:470  permits_.fetch_and(~kStrict, std::memory_order_relaxed);
+ *   C2_strict_wake  src/sync/semaphore.cpp:471  wake_oldest_locked(wakes,
+ *   C2_unlock  src/sync/semaphore.cpp:473  mutex_.unlock();
+ *   C2_give  src/sync/semaphore.cpp:477  release_unchecked(requested - (s & ~SemaphoreWaiter::kClosedBit));
+ *   C2_retry  src/sync/semaphore.cpp:480  mutex_.unlock();
+ *   C2_backoff  src/sync/semaphore.cpp:484  backoff.once();
+ *   G_load  src/sync/semaphore.cpp:490  waiter->state.load(std::memory_order_acquire) & SemaphoreWaiter::kNeededMask;
+ *   G_release  src/sync/semaphore.cpp:491  release_unchecked(waiter->requested - still);
+ *   K1  src/sync/semaphore.cpp:496  std::unique_lock lock(mutex_);
+ *   K2  src/sync/semaphore.cpp:497  permits_.fetch_or(kClosed, std::memory_order_release);
+ *   K4_load  src/sync/semaphore.cpp:499  const std::uint64_t still = waiter->state.load(std::memory_order_relaxed);
+ *   K4  src/sync/semaphore.cpp:501  waiter->state.store(still | SemaphoreWaiter::kClosedBit, std::memory_order_release);
+ *   K6  src/sync/semaphore.cpp:503  lock.unlock();
+ *   K3  src/sync/semaphore.cpp:510  if (SemaphoreWaiter* waiter = fast_.exchange(nullptr, std::memory_order_acq_rel)) finish(waiter);
+ *   K5  src/sync/semaphore.cpp:511  while (SemaphoreWaiter* waiter = waiters_.pop_front())
+ *   K7  src/sync/semaphore.cpp:513  lock.unlock();
+ *   B_try  src/sync/semaphore.cpp:521  if (try_take(n)) return SemaphorePermit(this, n);
+ *   B_register  src/sync/semaphore.cpp:526  switch (acquire_locked(&waiter)) {
+ *   B_wait  src/sync/semaphore.cpp:535  const std::uint64_t s = waiter.state.load(std::memory_order_acquire);
+ *   B_retry  src/sync/semaphore.cpp:537  if (retry(&waiter, parker.waker()) != AcquireResult::kQueued) break;
+ *   B_done  src/sync/semaphore.cpp:540  if (s == 0 || (s & SemaphoreWaiter::kClosedBit)) break;
+ *   B_strict  src/sync/semaphore.cpp:543  if (waiter.starving) end_strict(&waiter);
+ *   B_closed  src/sync/semaphore.cpp:544  if (waiter.state.load(std::memory_order_acquire) & SemaphoreWaiter::kClosedBit) {
+ *   B_give  src/sync/semaphore.cpp:545  give_back_partial(&waiter);
  */
 
 #ifndef ACQ

@@ -553,31 +553,8 @@ class Semaphore {
   detail::IntrusiveList<detail::SemaphoreWaiter> waiters_;  // guarded by mutex_; front oldest
 };
 
-namespace detail {
-// A returned permit would take the count past kMaxPermits: permits were added
-// (add_permits/release) while it was out, so the count and the permits held
-// together exceed the bound, and crediting it would first pass kMaxPermits
-// and then wrap the 64-bit word (a second such round silently lost 2^60
-// permits). Tokio panics here; a permit's destructor cannot throw, so this
-// prints the reason and aborts. Out of line (src/sync/semaphore.cpp), cold.
-[[noreturn, gnu::cold]] void semaphore_permit_overflow(std::uint64_t returned,
-                                                       std::uint64_t available) noexcept;
-// The check before a permit's permits are credited back. relaxed: only the
-// count's magnitude is looked at, and the credit that follows is ordered by
-// its own RMW. Racing returns may pass it together (as release()'s check).
-inline void check_permit_return(const Semaphore& semaphore, std::uint64_t n) noexcept;
-}  // namespace detail
-
-inline void detail::check_permit_return(const Semaphore& semaphore, std::uint64_t n) noexcept {
-  const std::uint64_t available = semaphore.available_permits();
-  if (n > Semaphore::kMaxPermits - available) semaphore_permit_overflow(n, available);
-}
-
 inline void SemaphorePermit::reset() noexcept {
-  if (semaphore_ && permits_ > 0) {
-    detail::check_permit_return(*semaphore_, permits_);
-    semaphore_->release_unchecked(permits_);
-  }
+  if (semaphore_ && permits_ > 0) semaphore_->release_unchecked(permits_);
   semaphore_ = nullptr;
   permits_ = 0;
 }
@@ -586,10 +563,7 @@ inline void OwnedSemaphorePermit::reset() noexcept {
   // Release first, then drop the reference: the release runs on a live
   // semaphore, and whoever drops the last reference destroys it after
   // everything this permit did to it.
-  if (semaphore_ && permits_ > 0) {
-    detail::check_permit_return(*semaphore_, permits_);
-    semaphore_->release_unchecked(permits_);
-  }
+  if (semaphore_ && permits_ > 0) semaphore_->release_unchecked(permits_);
   permits_ = 0;
   semaphore_.reset();
 }
