@@ -35,13 +35,6 @@
 #include "volt/net/unix.hpp"
 #include "volt/time/timeout.hpp"
 
-// ASSERT_* returns, which a coroutine may not: this one co_returns.
-#define CO_ASSERT_TRUE(cond) \
-  if (!(cond)) {             \
-    ADD_FAILURE();           \
-    co_return;               \
-  }
-
 namespace volt::test {
 namespace {
 

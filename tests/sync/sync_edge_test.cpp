@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/runtime_support.hpp"
+#include "sync/withdraw_support.hpp"
 #include "volt/sync/barrier.hpp"
 #include "volt/sync/cancellation_token.hpp"
 #include "volt/sync/notify.hpp"
@@ -29,16 +30,6 @@ namespace volt::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-template <class Pred>
-Task<bool> yield_until(Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + kNotHung;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) co_return false;
-    co_await volt::yield_now();
-  }
-  co_return true;
-}
 
 // ---- Semaphore ----
 
@@ -129,7 +120,7 @@ Task<void> granted_after_timeout_then_dropped(Semaphore* sem, std::atomic<bool>*
     EXPECT_FALSE(second_got->load());
     (void)second;  // dropping the handle detaches the task
   }
-  EXPECT_TRUE(co_await yield_until([&] { return second_got->load(); }));
+  EXPECT_TRUE(co_await yield_until([&] { return second_got->load(); }, kNotHung));
 }
 
 TEST(SemaphoreEdge, AGrantToADroppedInterruptedAcquireGoesToTheNextWaiter) {
