@@ -211,11 +211,11 @@ Step Session::read(io::MutableBuffer buf) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
   clear_stale_errors();
-  // A shutdown() may be waiting for the rest of a post-handshake message
-  // (close_notify()); if this read completes the message, it must hear so:
-  // on a direct transport it waits for readiness, which this read may have
-  // used up. Checked only while someone waits (waiting_), so a plain read
-  // pays one load.
+  // A shutdown() or a write may be waiting for the rest of a post-handshake
+  // message (close_notify(), write() with count); if this read completes the
+  // message, it must hear so: on a direct transport it waits for readiness,
+  // which this read may have used up. Checked only while someone waits
+  // (waiting_), so a plain read pays one load.
   const bool mid_message = waiting_ > 0 && SSL_in_init(ssl_) == 1;
   std::size_t n = 0;
   const int rc = SSL_read_ex(ssl_, buf.data(), buf.size(), &n);
