@@ -145,14 +145,21 @@ Task<int> follow_briefly(int rounds) {
 
 TEST(SignalEdge, RecvsDestroyedWhileDeliveriesStreamIn) {
   Runtime rt = make_runtime(kMultiThread4);
+  std::atomic<bool> armed{false};
   std::atomic<bool> stop{false};
   std::thread raiser([&] {
+    // Not before volt's handler is installed: SIGUSR1's default action
+    // ends the process (it did, once, in CI).
+    while (!armed.load())
+      std::this_thread::yield();
     while (!stop.load()) {
       ::raise(SIGUSR1);
       std::this_thread::sleep_for(20us);
     }
   });
-  int min_seen = rt.block_on([]() -> Task<int> {
+  int min_seen = rt.block_on([](std::atomic<bool>* armed) -> Task<int> {
+    Signal first = volt::signal::signal(SIGUSR1);  // installs the handler (kept for good)
+    armed->store(true);
     std::vector<JoinHandle<int>> handles;
     for (int i = 0; i < 32; ++i)
       handles.push_back(volt::spawn(follow_briefly(50)));
@@ -160,7 +167,7 @@ TEST(SignalEdge, RecvsDestroyedWhileDeliveriesStreamIn) {
     for (auto& h : handles)
       least = std::min(least, co_await h);
     co_return least;
-  }());
+  }(&armed));
   stop.store(true);
   raiser.join();
   EXPECT_GE(min_seen, 1);
