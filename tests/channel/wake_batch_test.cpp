@@ -202,14 +202,14 @@ Task<WatchOutcome> many_watcher(watch::Receiver<std::uint64_t> rx, int mode) {
 
 TEST(WatchManyWaiters, ManyWatchersEndOnTheLastValue) {
   Runtime rt = make_runtime(kMultiThread4);
-  const std::uint64_t n = scale(20'000);
+  constexpr std::uint64_t n = scale(20'000);
   constexpr int kWatchers = 70;  // more than two WakeList batches
   auto [tx, rx] = watch::channel<std::uint64_t>(0);
   std::vector<JoinHandle<WatchOutcome>> watchers;
   for (int w = 0; w < kWatchers; ++w)
     watchers.push_back(rt.spawn(many_watcher(rx, w % 3)));
   rx = watch::Receiver<std::uint64_t>();
-  std::thread sender([tx = std::move(tx), n]() mutable {
+  std::thread sender([tx = std::move(tx)]() mutable {
     for (std::uint64_t i = 1; i <= n; ++i) {
       tx.send_replace(std::uint64_t{i});          // (send would fail only with no receiver left)
       if (i % 4 == 0) std::this_thread::yield();  // let the watchers wait often
@@ -269,14 +269,14 @@ Task<BroadcastTally> many_receiver(broadcast::Receiver<std::uint64_t> rx, int mo
 
 TEST(BroadcastManyWaiters, ManyReceiversAccountForEveryValue) {
   Runtime rt = make_runtime(kMultiThread4);
-  const std::uint64_t n = scale(20'000);
+  constexpr std::uint64_t n = scale(20'000);
   constexpr int kReceivers = 70;  // more than two WakeList batches
   auto [tx, rx] = broadcast::channel<std::uint64_t>(8);
   std::vector<JoinHandle<BroadcastTally>> receivers;
   for (int i = 0; i < kReceivers; ++i)
     receivers.push_back(rt.spawn(many_receiver(tx.subscribe(), i % 3)));
   rx = broadcast::Receiver<std::uint64_t>();
-  std::thread sender([tx = std::move(tx), n]() mutable {
+  std::thread sender([tx = std::move(tx)]() mutable {
     for (std::uint64_t i = 0; i < n; ++i) {
       EXPECT_TRUE(tx.send(std::uint64_t{i}));
       if (i % 4 == 0) std::this_thread::yield();  // let the receivers wait often

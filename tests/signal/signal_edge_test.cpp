@@ -158,7 +158,7 @@ TEST(SignalEdge, RecvsDestroyedWhileDeliveriesStreamIn) {
     }
   });
   int min_seen = rt.block_on([](std::atomic<bool>* armed) -> Task<int> {
-    Signal first = volt::signal::signal(SIGUSR1);  // installs the handler (kept for good)
+    [[maybe_unused]] Signal first = volt::signal::signal(SIGUSR1);  // installs the handler
     armed->store(true);
     std::vector<JoinHandle<int>> handles;
     for (int i = 0; i < 32; ++i)
