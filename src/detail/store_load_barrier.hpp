@@ -13,13 +13,7 @@
 
 #include <atomic>
 
-#if defined(__SANITIZE_THREAD__)
-#define VOLT_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define VOLT_TSAN 1
-#endif
-#endif
+#include "detail/sanitizers.hpp"
 
 namespace volt::detail {
 

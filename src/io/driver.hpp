@@ -85,16 +85,19 @@ class Driver {
   // I/O sources are registered and no standby watches the driver (see "An
   // unattended driver").
   [[nodiscard]] bool release() noexcept {
-    const bool timers_pending = time_.on_release();
-    // seq_cst, the store and the load: a Dekker pair with the standby's
-    // give-up (give_up_standby, then held_after_give_up). Either we see the
-    // standby gone and hand the driver off, or the standby sees the driver
-    // released and stays the standby; with weaker orders both could miss
-    // (the standby's last quiet look saw the driver held, we read standby_
-    // as still set, it gave up: nobody watched; found by SPIN,
-    // park_protocol.pml -DNO_GIVE_UP_RECHECK). The store is also the
-    // release that pairs with try_acquire's acquire.
-    held_.store(false, std::memory_order_seq_cst);
+    // on_release stores held_ false inside the timer lock's critical section
+    // that marks the driver unattended (a timer registered just after then
+    // finds the driver free; see TimeDriver::on_release), that is:
+    //   held_.store(false, std::memory_order_seq_cst);
+    // seq_cst, that store and the load below: a Dekker pair with the
+    // standby's give-up (give_up_standby, then held_after_give_up). Either we
+    // see the standby gone and hand the driver off, or the standby sees the
+    // driver released and stays the standby; with weaker orders both could
+    // miss (the standby's last quiet look saw the driver held, we read
+    // standby_ as still set, it gave up: nobody watched; found by SPIN,
+    // park_protocol.pml -DNO_GIVE_UP_RECHECK). The store is also the release
+    // that pairs with try_acquire's acquire.
+    const bool timers_pending = time_.on_release(held_);
     return timers_pending || (has_io_sources() && !standby_.load(std::memory_order_seq_cst));
   }
 

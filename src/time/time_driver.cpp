@@ -160,13 +160,18 @@ void TimeDriver::on_acquire() noexcept {
   unattended_.store(false, std::memory_order_relaxed);
 }
 
-bool TimeDriver::on_release() noexcept {
+bool TimeDriver::on_release(std::atomic<bool>& held) noexcept {
   std::lock_guard guard(lock_);
   sleeping_until_ = 0;
   const bool pending = !wheel_.empty() || pending_ != nullptr;
   // With timers pending the caller hands the driver off now; without, the
   // next registration must.
   unattended_.store(!pending, std::memory_order_relaxed);
+  // Under the lock (see the header): a registration that finds unattended_
+  // set locks after this store, so a worker it wakes (wake-ups are
+  // release/acquire) sees the driver free. seq_cst: Driver::release's Dekker
+  // pair with the standby.
+  held.store(false, std::memory_order_seq_cst);
   return pending;
 }
 

@@ -15,7 +15,8 @@
 //    computes its timeout under the same lock and sees every entry.
 //  - Nobody may hold the driver at all (multi-thread: every worker busy, or
 //    idle ones asleep on their futex because another held it a moment ago).
-//    Driver::release() records that (on_release) and reports whether timers
+//    Driver::release() records that (on_release, which also frees the driver
+//    in that critical section) and reports whether timers
 //    are pending, so the releasing worker hands the driver to a parked
 //    sibling; if none are, the first registration afterwards returns
 //    kUnattended (once) and the registering thread asks for that hand-off.
@@ -65,10 +66,17 @@ class TimeDriver {
   std::int64_t park_timeout_ns() noexcept;
   // The driver was acquired / is being released (Driver::try_acquire /
   // release; the current-thread flavour never calls them: its core holder
-  // always comes back to the driver). on_release returns whether timers are
-  // pending (the caller must then hand the driver off).
+  // always comes back to the driver). on_release stores `held` false (the
+  // driver's try-lock; seq_cst, see Driver::release) inside the same critical
+  // section that decides "no timers, so the next registration asks for a
+  // hand-off", and returns whether timers are pending (the caller must then
+  // hand the driver off). Inside, so that a registration that takes
+  // kUnattended comes after the store: the sleeper it wakes finds the driver
+  // free. With the store after the section, that sleeper could find the
+  // driver still held, sleep again, and the releaser, which saw no timers,
+  // hand off to nobody: the timer waited for some worker's next park.
   void on_acquire() noexcept;
-  bool on_release() noexcept;
+  bool on_release(std::atomic<bool>& held) noexcept;
   // Fires every timer due at now(). Any thread (callers serialise through the
   // driver's ownership, but concurrent calls are safe). Returns how many fired.
   // `after_park`: the holder is back from a blocking park, so nobody sleeps

@@ -66,9 +66,9 @@
  * kBoth, gives kRead and kWrite exactly the bits the modelled steps use).
  *
  * Step-to-line mapping:
- *   F   src/io/driver.cpp:82  free_retired();
- *   W   src/io/driver.cpp:85  int n = wait_for_events(epoll_fd_, events, kEventsPerTurn, timeout_ns);
- *   D2  src/io/driver.cpp:111  if (source->set_readiness(bits, tick_)) source->wake(bits);
+ *   F   src/io/driver.cpp:92  free_retired();
+ *   W   src/io/driver.cpp:95  int n = wait_for_events(epoll_fd_, events, kEventsPerTurn, timeout_ns);
+ *   D2  src/io/driver.cpp:121  if (source->set_readiness(bits, tick_)) source->wake(bits);
  *   D3  src/io/io_source.cpp:65  lock_.lock();
  *   O0  src/io/io_source.cpp:281  if (source_ && !source_->begin_use()) closed_ = true;
  *   O1  src/io/io_source.cpp:308  const std::uint64_t state = source_->readiness();

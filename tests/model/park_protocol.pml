@@ -18,13 +18,15 @@
  *   src/io/driver.hpp, driver.cpp          (try_acquire, release, turns,
  *                                           held, claim_standby,
  *                                           give_up_standby, park, unpark)
+ *   src/time/time_driver.cpp               (on_release: release's store)
  * I/O sources are registered throughout (has_io_sources() is true: the
  * standby and the hand-off exist only then; it counts sockets and, since the
  * file engine, io_uring operations in flight, whose completion is one more
  * readiness event to the driver: the same protocol). Timers are not modelled
- * (TimeDriver::on_release is false), nor shutdown, block_on helpers, the
- * maintenance poll every 128 polls, the LIFO poll cap (3: never reached with
- * these few tasks) or queue overflow. Nor one worker alone: there
+ * (TimeDriver::on_release is false; it is where Driver::release stores
+ * held_ false, inside the timer lock, which no step here takes), nor
+ * shutdown, block_on helpers, the maintenance poll every 128 polls, the LIFO
+ * poll cap (3: never reached with these few tasks) or queue overflow. Nor one worker alone: there
  * schedule_local's notification (notify_parked_from_worker) skips the idle
  * set, since the only worker is the caller and awake, and runs its own
  * queue before it parks; with the model's two workers the call is
@@ -204,16 +206,16 @@
  *   unpark_swap          src/runtime/scheduler/parker.cpp:134  switch (state_.exchange(kNotified, std::memory_order_release)) {
  *   unpark_driver        src/runtime/scheduler/parker.cpp:139  driver.unpark();
  *   drv_try_acquire      src/io/driver.hpp:79  if (held_.exchange(true, std::memory_order_acquire)) return false;
- *   drv_release_store    src/io/driver.hpp:97  held_.store(false, std::memory_order_seq_cst);
- *   drv_release_standby  src/io/driver.hpp:98  return timers_pending || (has_io_sources() && !standby_.load
- *   drv_turns            src/io/driver.hpp:104  return turns_.load(std::memory_order_relaxed);
- *   drv_held             src/io/driver.hpp:105  bool held() const noexcept { return held_.load
- *   drv_claim_standby    src/io/driver.hpp:110  return !standby_.exchange(true, std::memory_order_acq_rel);
- *   drv_give_up_standby  src/io/driver.hpp:113  void give_up_standby() noexcept { standby_.store(false
- *   drv_epoll_wait       src/io/driver.cpp:85  int n = wait_for_events(epoll_fd_, events, kEventsPerTurn, timeout_ns);
- *   drv_turn_store       src/io/driver.cpp:87  turns_.store(tick_, std::memory_order_relaxed);
- *   drv_dispatch_wake    src/io/driver.cpp:111  if (source->set_readiness(bits, tick_)) source->wake(bits);
- *   drv_unpark_write     src/io/driver.cpp:174  if (::write(event_fd_, &one, sizeof one) < 0 && errno == EAGAIN) {
+ *   drv_release_store    src/time/time_driver.cpp:174  held.store(false, std::memory_order_seq_cst);
+ *   drv_release_standby  src/io/driver.hpp:101  return timers_pending || (has_io_sources() && !standby_.load
+ *   drv_turns            src/io/driver.hpp:107  return turns_.load(std::memory_order_relaxed);
+ *   drv_held             src/io/driver.hpp:108  bool held() const noexcept { return held_.load
+ *   drv_claim_standby    src/io/driver.hpp:113  return !standby_.exchange(true, std::memory_order_acq_rel);
+ *   drv_give_up_standby  src/io/driver.hpp:116  void give_up_standby() noexcept { standby_.store(false
+ *   drv_epoll_wait       src/io/driver.cpp:95  int n = wait_for_events(epoll_fd_, events, kEventsPerTurn, timeout_ns);
+ *   drv_turn_store       src/io/driver.cpp:97  turns_.store(tick_, std::memory_order_relaxed);
+ *   drv_dispatch_wake    src/io/driver.cpp:121  if (source->set_readiness(bits, tick_)) source->wake(bits);
+ *   drv_unpark_write     src/io/driver.cpp:184  if (::write(event_fd_, &one, sizeof one) < 0 && errno == EAGAIN) {
  *
  * Before ca93a1c (NO_STANDBY), Driver::release returned timers_pending only
  * and park_on_futex had no standby.

@@ -191,19 +191,31 @@ TEST(SignalEdge, CtrlCMovedIntoATimeout) {
   EXPECT_TRUE(got.get());
 }
 
-// A user's SIGCHLD stream and volt's child processes share the handler.
-Task<bool> child_exit_seen_by_user_stream() {
+// A user's SIGCHLD stream and volt's child processes share the handler: the
+// stream reports a child's exit after volt has reaped it through its pidfd.
+//
+// Up to four children, one at a time, each until the stream reports: under
+// ThreadSanitizer about one child in a few thousand raised a SIGCHLD that never
+// reached any handler (volt's counter did not move for 60 s, in a run where
+// every thread passed through TSan's interceptors at least every 10 ms), on a
+// loaded machine, in CI and here; never in 20,000 runs of a release build.
+// The kernel coalesces and TSan defers signals; volt promises that a delivery
+// is reported, and a single child's exit is what this test needs to see.
+Task<int> children_until_the_user_stream_sees_one() {
   Signal chld = volt::signal::signal(SIGCHLD);
-  auto child = volt::process::Command("true").spawn();
-  if (!child) co_return false;
-  auto status = co_await timeout(kNotHung, child->wait());
-  if (!status || !*status) co_return false;
-  co_return (co_await timeout(kNotHung, chld.recv())).has_value();
+  for (int spawned = 1; spawned <= 4; ++spawned) {
+    auto child = volt::process::Command("true").spawn();
+    if (!child) co_return -1;
+    auto status = co_await timeout(kNotHung, child->wait());
+    if (!status || !*status) co_return -2;
+    if ((co_await timeout(kNotHung / 6, chld.recv())).has_value()) co_return spawned;
+  }
+  co_return 0;
 }
 
 TEST(SignalEdge, AUserSigchldStreamSeesAChildOfVoltsExit) {
   Runtime rt = make_runtime(kMultiThread2);
-  EXPECT_TRUE(rt.block_on(child_exit_seen_by_user_stream()));
+  EXPECT_GE(rt.block_on(children_until_the_user_stream_sees_one()), 1);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // volt/detail/futex.hpp: the thinnest wrapper over Linux futex(2).
 //
-// Used by the worker parker and the thread parker. Both wait only for a value
-// change announced by a paired wake; neither needs a timeout (timed waits go
-// through the I/O driver), so there is no timed variant.
+// Used by the worker parker and the thread parker. Both wait for a value
+// change announced by a paired wake; the timed variant serves park_for and the
+// worker's standby checks.
 #pragma once
 
 #include <atomic>
