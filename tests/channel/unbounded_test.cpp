@@ -384,7 +384,7 @@ TEST_P(UnboundedTest, AbortingAWaitingReceiverLosesNoValue) {
 
 // ---- allocations ----
 
-Task<std::uint64_t> pingpong_allocations(int rounds) {
+Task<std::uint64_t> unbounded_pingpong_allocations(int rounds) {
   auto to_peer_peer_rx_pair =
       mpsc::unbounded_channel<int>();  // not a structured binding: lambdas capture these (clang 14)
   auto& to_peer = to_peer_peer_rx_pair.first;
@@ -420,7 +420,7 @@ Task<std::uint64_t> pingpong_allocations(int rounds) {
 TEST(UnboundedAllocation, WaitingReceiveDoesNotAllocate) {
   if (kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
   Runtime rt = Runtime::Builder().worker_threads(2).build();
-  EXPECT_EQ(rt.block_on(pingpong_allocations(2000)), 0u);
+  EXPECT_EQ(rt.block_on(unbounded_pingpong_allocations(2000)), 0u);
 }
 
 // Values large enough that a block (32 of them) is above the frame pool's

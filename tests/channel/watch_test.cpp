@@ -297,7 +297,7 @@ TEST(WatchAllocation, SendAndObserveDoNotAllocate) {
   EXPECT_EQ(heap_allocations() - before, 0u);
 }
 
-Task<std::uint64_t> pingpong_allocations(int rounds) {
+Task<std::uint64_t> watch_pingpong_allocations(int rounds) {
   auto to_peer_peer_rx_pair =
       watch::channel<int>(0);  // not a structured binding: lambdas capture these (clang 14)
   auto& to_peer = to_peer_peer_rx_pair.first;
@@ -340,7 +340,7 @@ Task<std::uint64_t> pingpong_allocations(int rounds) {
 TEST(WatchAllocation, WaitingChangedDoesNotAllocate) {
   if (kFramePoolDisabled) GTEST_SKIP() << "frame pool disabled (ASan)";
   Runtime rt = Runtime::Builder().worker_threads(2).build();
-  EXPECT_EQ(rt.block_on(pingpong_allocations(2000)), 0u);
+  EXPECT_EQ(rt.block_on(watch_pingpong_allocations(2000)), 0u);
 }
 
 // ---- the stress: the last value is never missed ----

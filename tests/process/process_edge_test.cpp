@@ -45,7 +45,7 @@ class ProcessEdgeTest : public ::testing::TestWithParam<Flavour> {
   std::optional<Runtime> rt_;
 };
 
-Task<Expected<Output>> output_of(Command c) {
+Task<Expected<Output>> edge_output_of(Command c) {
   Expected<Output> out = co_await c.output();
   co_return out;
 }
@@ -58,7 +58,7 @@ Task<Expected<Output>> output_of(Command c) {
 TEST_P(ProcessEdgeTest, ArgWithEmbeddedNulIsAnErrorNotTruncated) {
   Command c("printf");
   c.arg("%s").arg("abc\0rm -rf"s);
-  Expected<Output> out = rt().block_on(output_of(std::move(c)));
+  Expected<Output> out = rt().block_on(edge_output_of(std::move(c)));
   EXPECT_FALSE(out) << "spawned with a truncated argument; the child printed \""
                     << (out ? out->stdout : "") << "\"";
   if (!out) {
@@ -69,7 +69,7 @@ TEST_P(ProcessEdgeTest, ArgWithEmbeddedNulIsAnErrorNotTruncated) {
 
 TEST_P(ProcessEdgeTest, ProgramWithEmbeddedNulIsAnError) {
   Command c("true\0-this-is-not-true"s);
-  Expected<Output> out = rt().block_on(output_of(std::move(c)));
+  Expected<Output> out = rt().block_on(edge_output_of(std::move(c)));
   ASSERT_FALSE(out) << "ran \"true\" instead of the program named";
   EXPECT_EQ(out.error(), make_error_code(errc::invalid_argument));
 }
@@ -77,7 +77,7 @@ TEST_P(ProcessEdgeTest, ProgramWithEmbeddedNulIsAnError) {
 TEST_P(ProcessEdgeTest, EnvValueWithEmbeddedNulIsAnError) {
   Command c("sh");
   c.args({"-c", "printf %s \"$VOLT_NUL\""}).env("VOLT_NUL", "a\0b"s);
-  Expected<Output> out = rt().block_on(output_of(std::move(c)));
+  Expected<Output> out = rt().block_on(edge_output_of(std::move(c)));
   EXPECT_FALSE(out) << "spawned with a truncated environment value: \"" << (out ? out->stdout : "")
                     << "\"";
 }
@@ -85,7 +85,7 @@ TEST_P(ProcessEdgeTest, EnvValueWithEmbeddedNulIsAnError) {
 TEST_P(ProcessEdgeTest, CurrentDirWithEmbeddedNulIsAnError) {
   Command c("pwd");
   c.current_dir(std::filesystem::path("/tmp\0/nonexistent-volt"s));
-  Expected<Output> out = rt().block_on(output_of(std::move(c)));
+  Expected<Output> out = rt().block_on(edge_output_of(std::move(c)));
   EXPECT_FALSE(out) << "ran in a truncated directory: " << (out ? out->stdout : "");
 }
 
@@ -103,7 +103,7 @@ TEST_P(ProcessEdgeTest, PathSearchSkipsADirectoryNamedLikeTheProgram) {
   path += parent_path != nullptr ? parent_path : "/usr/bin:/bin";
   Command c("true");
   c.env("PATH", path);
-  Expected<Output> out = rt().block_on(output_of(std::move(c)));
+  Expected<Output> out = rt().block_on(edge_output_of(std::move(c)));
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(out) << "PATH search stopped at a directory: " << out.error().message();
   EXPECT_TRUE(out->status.success());
@@ -140,7 +140,7 @@ TEST_P(ProcessEdgeTest, OutputOfAChildFillingBothPipesThenKilled) {
   c.args({"-c",
           "head -c 1048576 /dev/zero | tr '\\0' o; head -c 1048576 /dev/zero | tr '\\0' e >&2; "
           "head -c 1048576 /dev/zero | tr '\\0' o; kill -KILL $$"});
-  Expected<Output> out = rt().block_on(output_of(std::move(c)));
+  Expected<Output> out = rt().block_on(edge_output_of(std::move(c)));
   ASSERT_TRUE(out) << out.error().message();
   EXPECT_EQ(out->stdout.size(), 2u << 20);
   EXPECT_EQ(out->stderr.size(), 1u << 20);
@@ -154,7 +154,7 @@ TEST_P(ProcessEdgeTest, OutputOfAChildFillingBothPipesThenKilled) {
 TEST_P(ProcessEdgeTest, OutputOfAChildClosingStdoutButRunning) {
   Command c("sh");
   c.args({"-c", "echo out; exec 1>&-; sleep 0.2; echo err >&2; sleep 0.2; exit 4"});
-  Expected<Output> out = rt().block_on(output_of(std::move(c)));
+  Expected<Output> out = rt().block_on(edge_output_of(std::move(c)));
   ASSERT_TRUE(out) << out.error().message();
   EXPECT_EQ(out->stdout, "out\n");
   EXPECT_EQ(out->stderr, "err\n");

@@ -19,9 +19,9 @@
 namespace volt::detail {
 namespace {
 
-class FakeTasks {
+class InjectFakeTasks {
  public:
-  explicit FakeTasks(std::size_t n) {
+  explicit InjectFakeTasks(std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
       TaskHeader& t = tasks_.emplace_back(nullptr, std::coroutine_handle<>{});
       t.id = i;
@@ -34,7 +34,7 @@ class FakeTasks {
 };
 
 // Links tasks[first..last] through queue_next (the last link is left as is).
-void link(FakeTasks& tasks, std::size_t first, std::size_t last) {
+void link(InjectFakeTasks& tasks, std::size_t first, std::size_t last) {
   for (std::size_t i = first; i < last; ++i)
     tasks[i]->queue_next = tasks[i + 1];
 }
@@ -58,7 +58,7 @@ TEST(InjectQueueTest, NewQueueIsEmpty) {
 }
 
 TEST(InjectQueueTest, PushAndPopAreFifo) {
-  FakeTasks tasks(10);
+  InjectFakeTasks tasks(10);
   InjectQueue q;
   for (std::size_t i = 0; i < 10; ++i) {
     ASSERT_TRUE(q.push(tasks[i]));
@@ -76,7 +76,7 @@ TEST(InjectQueueTest, PushAndPopAreFifo) {
 }
 
 TEST(InjectQueueTest, QueueIsReusableAfterBeingDrained) {
-  FakeTasks tasks(4);
+  InjectFakeTasks tasks(4);
   InjectQueue q;
   ASSERT_TRUE(q.push(tasks[0]));
   ASSERT_EQ(q.pop(), tasks[0]);
@@ -89,7 +89,7 @@ TEST(InjectQueueTest, QueueIsReusableAfterBeingDrained) {
 }
 
 TEST(InjectQueueTest, PushBatchAppendsTheWholeChainInOrder) {
-  FakeTasks tasks(8);
+  InjectFakeTasks tasks(8);
   InjectQueue q;
   ASSERT_TRUE(q.push(tasks[0]));
   link(tasks, 1, 5);
@@ -106,7 +106,7 @@ TEST(InjectQueueTest, PushBatchAppendsTheWholeChainInOrder) {
 }
 
 TEST(InjectQueueTest, PopBatchTakesUpToMaxAsANullTerminatedChain) {
-  FakeTasks tasks(10);
+  InjectFakeTasks tasks(10);
   InjectQueue q;
   link(tasks, 0, 9);
   ASSERT_TRUE(q.push_batch(tasks[0], tasks[9], 10));
@@ -138,7 +138,7 @@ TEST(InjectQueueTest, PopBatchTakesUpToMaxAsANullTerminatedChain) {
 // the chain it returns must end at the last task, and the queue, left with
 // no head or tail, must link what is pushed next as its only content.
 TEST(InjectQueueTest, PopBatchOfExactlyTheLengthTakesTheWholeChainAndEmptiesTheQueue) {
-  FakeTasks tasks(8);
+  InjectFakeTasks tasks(8);
   InjectQueue q;
   link(tasks, 0, 2);
   ASSERT_TRUE(q.push_batch(tasks[0], tasks[2], 3));
@@ -165,7 +165,7 @@ TEST(InjectQueueTest, PopBatchOfExactlyTheLengthTakesTheWholeChainAndEmptiesTheQ
 }
 
 TEST(InjectQueueTest, PopBatchOfZeroTakesNothing) {
-  FakeTasks tasks(2);
+  InjectFakeTasks tasks(2);
   InjectQueue q;
   ASSERT_TRUE(q.push(tasks[0]));
   std::size_t popped = 9;
@@ -176,7 +176,7 @@ TEST(InjectQueueTest, PopBatchOfZeroTakesNothing) {
 }
 
 TEST(InjectQueueTest, CloseRefusesPushesButKeepsWhatIsQueued) {
-  FakeTasks tasks(5);
+  InjectFakeTasks tasks(5);
   InjectQueue q;
   ASSERT_TRUE(q.push(tasks[0]));
   ASSERT_TRUE(q.push(tasks[1]));
@@ -205,7 +205,7 @@ TEST(InjectQueueStressTest, ConcurrentProducersAndConsumersConserveTasks) {
   constexpr int kConsumers = 2;
   const std::size_t kPerProducer = test::scale(200'000);
   const std::size_t total = kPerProducer * kProducers;
-  FakeTasks tasks(total);  // producer p owns ids [p * kPerProducer, (p + 1) * kPerProducer)
+  InjectFakeTasks tasks(total);  // producer p owns ids [p * kPerProducer, (p + 1) * kPerProducer)
   InjectQueue q;
   std::vector<std::atomic<int>> consumed(total);
   std::atomic<std::size_t> consumed_total{0};

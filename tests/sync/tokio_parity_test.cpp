@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/runtime_support.hpp"
+#include "sync/withdraw_support.hpp"
 #include "volt/sync/cancellation_token.hpp"
 #include "volt/sync/mutex.hpp"
 #include "volt/sync/rwlock.hpp"
@@ -47,19 +48,6 @@ std::shared_ptr<T> counted(std::atomic<int>* destroyed, Args&&... args) {
     delete p;
     destroyed->fetch_add(1);
   });
-}
-
-// Yields until pred() holds (true) or kNotHung passes (false). For drivers
-// run by block_on: on the current-thread runtime the tasks they wait for run
-// only while the driver yields.
-template <class Pred>
-Task<bool> yield_until(Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + kNotHung;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) co_return false;
-    co_await volt::yield_now();
-  }
-  co_return true;
 }
 
 // ---- owned permits ----
@@ -130,14 +118,14 @@ Task<std::uint64_t> take_owned(std::shared_ptr<Semaphore> sem, std::uint64_t n,
 Task<void> acquire_owned_then_close(std::shared_ptr<Semaphore> sem) {
   std::atomic<int> started{0};
   auto waiter = volt::spawn(take_owned(sem, 2, &started));
-  EXPECT_TRUE(co_await yield_until([&] { return started.load() == 1; }));
+  EXPECT_TRUE(co_await yield_until([&] { return started.load() == 1; }, kNotHung));
   sem->release(1);
   co_await volt::yield_now();
   sem->release(1);
   EXPECT_EQ(co_await waiter, 2u);
   EXPECT_EQ(sem->available_permits(), 2u);  // given back when the task ended
   auto closed = volt::spawn(take_owned(sem, 3, &started));
-  EXPECT_TRUE(co_await yield_until([&] { return started.load() == 2; }));
+  EXPECT_TRUE(co_await yield_until([&] { return started.load() == 2; }, kNotHung));
   co_await volt::yield_now();
   sem->close();
   EXPECT_EQ(co_await closed, 0u);
@@ -204,10 +192,10 @@ Task<void> wait_behind(Shared s, std::atomic<int>* ready) {
 // the primitives are taken, and returns with the test's references gone.
 Task<void> start_holders(Shared s, std::atomic<int>* ready) {
   (void)volt::spawn(hold_permit_then_wait(s, ready));  // detached
-  EXPECT_TRUE(co_await yield_until([&] { return ready->load() == 1; }));
+  EXPECT_TRUE(co_await yield_until([&] { return ready->load() == 1; }, kNotHung));
   for (int i = 0; i < 3; ++i)
     (void)volt::spawn(wait_behind(s, ready));
-  EXPECT_TRUE(co_await yield_until([&] { return ready->load() == 4; }));
+  EXPECT_TRUE(co_await yield_until([&] { return ready->load() == 4; }, kNotHung));
   for (int i = 0; i < 4; ++i)
     co_await volt::yield_now();  // let the waiters queue
   EXPECT_EQ(s.sem->available_permits(), 0u);
@@ -610,7 +598,7 @@ Task<void> third_reader_waits(RwLock<int>* lock) {
   EXPECT_TRUE(a && b);
   std::atomic<int> started{0};
   auto third = volt::spawn(read_one(lock, &started));
-  EXPECT_TRUE(co_await yield_until([&] { return started.load() == 1; }));
+  EXPECT_TRUE(co_await yield_until([&] { return started.load() == 1; }, kNotHung));
   for (int i = 0; i < 20; ++i)
     co_await volt::yield_now();
   EXPECT_FALSE(third.is_finished()) << "2 readers at most";
@@ -774,8 +762,8 @@ Task<std::error_code> stop_a_waiting_run(CancellationToken token, Semaphore* sem
                                          bool* result) {
   std::atomic<int> started{0};
   auto h = volt::spawn(acquire_until_cancelled(token, sem, &started));
-  EXPECT_TRUE(
-      co_await yield_until([&] { return started.load() == 1 && sem->available_permits() == 0; }));
+  EXPECT_TRUE(co_await yield_until(
+      [&] { return started.load() == 1 && sem->available_permits() == 0; }, kNotHung));
   if (abort) {
     h.abort();
   } else {

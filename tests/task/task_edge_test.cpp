@@ -262,7 +262,7 @@ TEST(TaskEdgeJoinSet, JoinNextOnAnEmptySetIsNullopt) {
   }
 }
 
-Task<int> throws_after_yield() {
+Task<int> edge_throws_after_yield() {
   co_await yield_now();
   throw std::runtime_error("boom");
 }
@@ -271,7 +271,7 @@ TEST(TaskEdgeJoinSet, AThrowingTaskReachesTheJoinerAndTheRestCarryOn) {
   Runtime rt = make_runtime(kMultiThread2);
   rt.block_on([]() -> Task<void> {
     JoinSet<int> set;
-    set.spawn(throws_after_yield());
+    set.spawn(edge_throws_after_yield());
     set.spawn(square(2));
     int values = 0, thrown = 0;
     for (;;) {

@@ -199,7 +199,7 @@ std::vector<std::size_t> record_sizes(std::string_view bytes) {
   return sizes;
 }
 
-tls::Context client_context() {
+tls::Context shutdown_client_context() {
   // The peer's certificate is self-signed and made per test: what is tested
   // here is not verification.
   tls::Context::Builder b = tls::Context::client();
@@ -223,7 +223,7 @@ Task<Connected<S>> connect_pair() {
   Expected<UnixStream> sock = UnixStream::from_fd(fds[0]);
   if (!c.peer->ok() || !sock) co_return c;
   S transport = make_transport<S>(std::move(*sock));
-  const tls::Context ctx = client_context();  // connect() keeps a reference until it ends
+  const tls::Context ctx = shutdown_client_context();  // connect() keeps a reference until it ends
   JoinHandle<Expected<tls::Stream<S>>> client =
       spawn(tls::connect(ctx, std::move(transport), "localhost"));
   // The server's side, by hand: whatever arrives goes through its handshake.
