@@ -238,24 +238,40 @@ Task<int> in_place_five() {
 
 TEST(BlockInPlace, InATaskPolledByAThreadHelpingInJoin) {
   Runtime rt = make_runtime(kMultiThread1);
-  std::atomic<bool> release{false};
+  std::atomic<bool> started{false}, release{false};
   // The one worker is busy, so a join() on this thread helps run queued work.
-  auto hog = [](std::atomic<bool>* release) -> Task<void> {
+  auto hog = [](std::atomic<bool>* started, std::atomic<bool>* release) -> Task<void> {
+    started->store(true);
     while (!release->load())
       std::this_thread::sleep_for(1ms);
     co_return;
   };
-  JoinHandle<void> h = rt.spawn(hog(&release));
-  std::this_thread::sleep_for(20ms);
+  JoinHandle<void> h = rt.spawn(hog(&started, &release));
+  // Spawn the tasks below only once the worker is inside hog's poll. A fixed
+  // sleep (20 ms) was not enough on a loaded machine under TSan: the worker
+  // had not yet taken hog when the first task was spawned, took both from
+  // the inject queue into its own queue, and the join waited for ever (a
+  // helper runs only what the inject queue holds).
+  if (!wait_until([&] { return started.load(); }, kNotHung)) {
+    release.store(true);
+    FAIL() << "the worker never polled hog";
+  }
   int total = 0;
   for (int i = 0; i < 20; ++i) {
     JoinHandle<int> j = rt.spawn(in_place_five());
-    // A remote schedule after join() registered hands the queue to it.
+    // A remote schedule after join() registered hands the queue to it. One
+    // that lands before join() registers wakes nobody (a single push 5 ms
+    // after the spawn left the join waiting for ever, loaded, under TSan), so
+    // push every 5 ms until the join returns.
+    std::atomic<bool> joined{false};
     std::thread nudge([&] {
-      std::this_thread::sleep_for(5ms);
-      (void)rt.spawn(answer());
+      while (!joined.load()) {
+        std::this_thread::sleep_for(5ms);
+        (void)rt.spawn(answer());
+      }
     });
     total += j.join();
+    joined.store(true);
     nudge.join();
   }
   release.store(true);
