@@ -17,17 +17,17 @@ spin -a "$@" "$model" >/dev/null
 # PAN_OPT: how to build and run the verifier. Unset: gcc -O0, which compiles
 # pan.c in about a second, and most configurations search for under a second.
 # PAN_OPT=fast (tests/CMakeLists.txt sets it for the configurations whose
-# search takes several seconds or more): an optimised verifier, built by
-# clang -O2 when clang is installed, and a hash table of 2^26 slots instead
-# of 2^24 (the largest searches store 24-37 million states: shorter
-# collision chains, about 10% less search time). For the largest
-# configuration (channel permit.cap2, 37 million states), one sitting:
-# clang -O2 compiled pan.c in 16 s and searched in 44 s, clang -O1 14 s and
-# 50 s, gcc -O2 32 s and 51 s.
+# search takes 25 s or more at -O0): an optimised verifier, built by clang -O1
+# when clang is installed, and a hash table of 2^26 slots instead of 2^24
+# (the largest searches store 24-37 million states: shorter collision chains,
+# about 10% less search time). For the largest configuration (channel
+# permit.cap2, 37 million states), one sitting, compile + search: gcc -O0
+# 3.5 + 83 s, clang -O0 2.5 + 101 s, clang -O1 15.5 + 51 s, clang -O2 22 +
+# 50 s (gcc -O1 took 158 s to compile).
 cc=(gcc -O0)
 search=()
 if [ "${PAN_OPT:-}" = fast ]; then
-  if command -v clang >/dev/null; then cc=(clang -O2); else cc=(gcc -O2); fi
+  if command -v clang >/dev/null; then cc=(clang -O1); else cc=(gcc -O2); fi
   search=(-w26)
 fi
 "${cc[@]}" -w -DSAFETY -DCOLLAPSE -o pan pan.c
