@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include "fs/nowait.hpp"
 #include "fs/uring_engine.hpp"
@@ -43,6 +44,8 @@ std::int64_t read_whole(int fd, std::vector<std::byte>& out) noexcept {
       S_ISREG(st.st_mode) && st.st_size > 0 ? static_cast<std::size_t>(st.st_size) : 0;
   try {
     out.reserve(size + 1);  // one byte more: the read that finds the end
+  } catch (const std::length_error&) {
+    return -EFBIG;  // larger than a vector can be (a sparse file of 2^63 bytes)
   } catch (const std::bad_alloc&) {
     return -ENOMEM;
   }

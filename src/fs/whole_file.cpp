@@ -14,7 +14,9 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <optional>
+#include <stdexcept>
 
 #include "fs/descriptor.hpp"
 #include "fs/engine.hpp"
@@ -59,10 +61,22 @@ std::optional<Expected<Container>> read_whole_nowait(int fd) {
   if (!S_ISREG(st.st_mode)) return std::nullopt;  // a pipe, a device: the engine reads it
   const auto size = static_cast<std::size_t>(st.st_size);
   Container out;
-  out.reserve(size + 1);
+  try {
+    out.reserve(size + 1);
+  } catch (const std::length_error&) {
+    return Expected<Container>(sys(EFBIG));  // larger than a container can be
+  } catch (const std::bad_alloc&) {
+    return Expected<Container>(sys(ENOMEM));
+  }
   std::size_t have = 0;
   for (;;) {
-    if (have == out.size()) out.resize(detail::whole_file_next_size(have, out.capacity()));
+    if (have == out.size()) {
+      try {  // beyond the reserve only if the file grew since fstat
+        out.resize(detail::whole_file_next_size(have, out.capacity()));
+      } catch (const std::bad_alloc&) {
+        return Expected<Container>(sys(ENOMEM));
+      }
+    }
     const std::size_t want = std::min(out.size() - have, detail::kMaxIoChunk);
     const std::int64_t n =
         detail::read_nowait(fd, out.data() + have, want, static_cast<std::int64_t>(have));

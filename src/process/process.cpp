@@ -58,7 +58,11 @@ bool pidfd_mode() noexcept {
     const char* env = std::getenv("VOLT_PROCESS_PIDFD");
     if (env != nullptr && std::strcmp(env, "0") == 0) return false;
     const int fd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
-    if (fd < 0) return errno != ENOSYS;  // EMFILE now says nothing about support
+    // ENOSYS: an old kernel. EPERM or EACCES: a seccomp filter or a security
+    // module refuses the call (older container profiles), and would refuse
+    // every child's pidfd after its program had started. EMFILE now says
+    // nothing about support.
+    if (fd < 0) return errno != ENOSYS && errno != EPERM && errno != EACCES;
     // waitid(P_PIDFD) came a release after pidfd_open (5.4): on our own
     // pidfd it says ECHILD (not our child) where supported, EINVAL if not.
     siginfo_t info{};
@@ -254,6 +258,10 @@ Expected<std::string> search_path(const std::string& name, const char* path) {
 // ---- Stdio ----
 
 Stdio Stdio::from_fd(int owned_fd) noexcept {
+  // Ours now: close-on-exec, so that the child gets it only as the stdio
+  // descriptor spawn() dup2()s it onto (which clears the flag there), not
+  // also under its own number, and no child spawned meanwhile gets it.
+  if (owned_fd >= 0) ::fcntl(owned_fd, F_SETFD, FD_CLOEXEC);
   Stdio s(Kind::kFd);
   s.fd_ = owned_fd;
   return s;

@@ -29,10 +29,19 @@
 // notify_one stores a permit if it is not waiting yet, so the wake-up cannot
 // fall between its check and its wait.
 //
+//   3. Whatever the peek says, when it reports no children at all (ECHILD),
+//      and on every timed sweep, each registered pid is tried as in 2: a
+//      child someone else reaped (a waitpid(-1) elsewhere, or the kernel
+//      while SIGCHLD is ignored) is never named by a peek, and its wait()
+//      would otherwise never end. Its try says ECHILD, which wait() returns.
+//
 // Limits (documented in process.hpp): a SIGCHLD handler installed by
 // someone else after ours replaces it (then exits are seen by the 100 ms
 // sweep only); SIGCHLD set to SIG_IGN makes the kernel reap children itself
-// (wait gives ECHILD).
+// (wait gives ECHILD, within a sweep). Between someone else's reaping and
+// our next sweep, kill() and a kill-on-drop still signal the pid, which the
+// kernel may have given to another process by then: the pidfd mode has no
+// such window, which is why it is the default.
 //
 // Lock order: registry mutex, then the Wakeup's mutex (sigchld_register);
 // the scanner never holds the Wakeup's mutex while taking the registry's.
@@ -90,15 +99,24 @@ bool reap_locked(ExitWatch& w) {
   return true;
 }
 
-void scan() {
+// `sweep`: the scanner's timed look (no SIGCHLD came for kSweep). Then every
+// registered pid is tried, whatever the peek says: a child reaped by
+// someone else (a waitpid(-1) of another library's, or the kernel itself
+// while SIGCHLD is ignored) is never named by the peek again, and only this
+// finds it gone (ECHILD) and ends its wait(). O(registered) a sweep, in this
+// fallback mode only.
+void scan(bool sweep) {
   Registry& r = registry();
   std::lock_guard guard(r.mutex);
-  bool foreign = false;
+  bool foreign = sweep;
   for (;;) {
     siginfo_t info{};
     if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
       if (errno == EINTR) continue;
-      break;  // ECHILD: no children at all
+      // ECHILD: no unreaped child at all, so whatever is still registered
+      // was reaped by someone else: each try below says ECHILD.
+      if (errno == ECHILD) foreign = true;
+      break;
     }
     if (info.si_pid == 0) break;  // none exited
     auto it = r.children.find(info.si_pid);
@@ -167,18 +185,19 @@ void scanner() {
     // as sigchld_register takes them); a registration after the look sets
     // `kicked`, so the wait below cannot miss it.
     const bool any = have_children();
+    bool sweep = false;
     {
       std::unique_lock lock(w.mutex);
       if (!w.pending && !w.kicked) {
         if (any)
-          w.cv.wait_for(lock, kSweep);
+          sweep = !w.cv.wait_for(lock, kSweep, [&w] { return w.pending || w.kicked; });
         else
           w.cv.wait(lock);
       }
       w.pending = false;
       w.kicked = false;
     }
-    scan();
+    scan(sweep);
   }
 }
 

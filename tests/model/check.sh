@@ -30,7 +30,18 @@ if [ "${PAN_OPT:-}" = fast ]; then
   if command -v clang >/dev/null; then cc=(clang -O1); else cc=(gcc -O2); fi
   search=(-w26)
 fi
-"${cc[@]}" -w -DSAFETY -DCOLLAPSE -o pan pan.c
+# A negative control only has to find its error, and an error found by a
+# bitstate search (one bit a state, no stored states to compare) is a real
+# error trail: so the controls search in bitstate mode, 2^28 bits (32 MiB).
+# Its hashing is deterministic, so a control that finds its error finds it
+# every run. All 52 controls, two at a time, one sitting: 163 s of CPU with
+# -DCOLLAPSE, 147 s with -DBITSTATE (74 s of wall time against 82).
+store=(-DCOLLAPSE)
+if [ "$expect" = violated ]; then
+  store=(-DBITSTATE)
+  search=(-w28)
+fi
+"${cc[@]}" -w -DSAFETY "${store[@]}" -o pan pan.c
 out="$(./pan -m10000000 "${search[@]}" 2>&1)"
 errors="$(printf '%s\n' "$out" | sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p')"
 states="$(printf '%s\n' "$out" | grep -E 'states, stored' | head -1)"

@@ -588,6 +588,68 @@ TEST_P(ProcessTest, WorksWhenSomeoneElseHandlesSigchld) {
   EXPECT_EQ(st->code(), 9);
 }
 
+// A child reaped by someone else (here a waitpid for exactly its pid; a
+// waitpid(-1) elsewhere, or SIGCHLD set to SIG_IGN, does the same): wait()
+// ends, with ECHILD, in both modes. In the SIGCHLD fallback no peek ever
+// names such a child again; only the scanner's timed sweep finds it gone.
+TEST_P(ProcessTest, ChildReapedBySomeoneElseEndsItsWait) {
+  auto body = []() -> Task<void> {
+    for (int round = 0; round < 3; ++round) {
+      // Another child alive meanwhile: the fallback's peek then says "none
+      // exited" rather than "no children" (both must end the wait).
+      Expected<Child> other = Command("sleep").arg("1000").kill_on_drop(true).spawn();
+      EXPECT_TRUE(other);
+      Expected<Child> child = Command("sleep").arg("0.05").spawn();
+      EXPECT_TRUE(child);
+      if (!child || !other) co_return;
+      if (round == 2) (void)other.value().start_kill();
+      int raw = 0;
+      pid_t r;
+      do {
+        r = ::waitpid(child->id(), &raw, 0);
+      } while (r < 0 && errno == EINTR);
+      const bool reaped_here = r == child->id();
+      // Otherwise the fallback's scanner reaped it first (ECHILD here).
+      EXPECT_TRUE(reaped_here || errno == ECHILD) << std::strerror(errno);
+      Expected<Expected<ExitStatus>> st = co_await volt::timeout(10s, child->wait());
+      EXPECT_TRUE(st) << "wait() did not end";
+      if (!st) co_return;
+      if (reaped_here) {
+        EXPECT_FALSE(*st);
+        if (!*st) {
+          EXPECT_TRUE(is_errno(st->error(), ECHILD)) << st->error().message();
+        }
+      } else {
+        EXPECT_TRUE(*st && st->value().success());
+      }
+    }
+  };
+  rt().block_on(body());
+}
+
+// A descriptor handed over with Stdio::from_fd reaches the child only as
+// the stdio descriptor it was given for, not also under its own number.
+TEST_P(ProcessTest, HandedOverDescriptorIsNotInheritedTwice) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  ASSERT_EQ(::fcntl(p[1], F_SETFD, 0), 0);  // as a caller's plain pipe() would leave it
+  const std::string script =
+      "if [ -e /proc/$$/fd/" + std::to_string(p[1]) + " ]; then echo twice; else echo once; fi";
+  auto body = [](std::string script, int fd) -> Task<Expected<ExitStatus>> {
+    Command c("sh");
+    c.arg("-c").arg(std::move(script)).stdout(Stdio::from_fd(fd));
+    Expected<ExitStatus> st = co_await c.status();
+    co_return st;
+  };
+  Expected<ExitStatus> st = rt().block_on(body(script, p[1]));
+  ASSERT_TRUE(st) << st.error().message();
+  EXPECT_TRUE(st->success());
+  char buf[16] = {};
+  const ssize_t n = ::read(p[0], buf, sizeof buf);
+  ::close(p[0]);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0), "once\n");
+}
+
 // ---- descriptors ----
 
 TEST_P(ProcessTest, ChildSeesOnlyItsStdioDescriptors) {
@@ -712,7 +774,7 @@ TEST(ProcessModeTest, SigchldFallbackPassesTheWaitingTests) {
          {"ExitCodesAndSignals", "WaitTwiceAndTryWait", "PipelineWithoutAShell",
           "WaitWithOutputReadsTenMiBFromBothStreamsAtOnce", "FiveHundredConcurrentChildren",
           "DroppedChildrenAreReaped", "KillOnDropKillsAndReaps", "KillAndTimeoutAroundWait",
-          "WorksWhenSomeoneElseHandlesSigchld"}) {
+          "WorksWhenSomeoneElseHandlesSigchld", "ChildReapedBySomeoneElseEndsItsWait"}) {
       filter += ":*ProcessTest.";
       filter += name;
       filter += "/*";
@@ -724,8 +786,8 @@ TEST(ProcessModeTest, SigchldFallbackPassesTheWaitingTests) {
   Expected<Output> out = rt.block_on(body());
   ASSERT_TRUE(out) << out.error().message();
   EXPECT_TRUE(out->status.success()) << out->stdout << out->stderr;
-  // 1 + 9 tests on 2 flavours: a filter that matched nothing would pass too.
-  EXPECT_NE(out->stdout.find("[  PASSED  ] 19 tests"), std::string::npos) << out->stdout;
+  // 1 + 10 tests on 2 flavours: a filter that matched nothing would pass too.
+  EXPECT_NE(out->stdout.find("[  PASSED  ] 21 tests"), std::string::npos) << out->stdout;
 }
 
 }  // namespace
