@@ -231,6 +231,7 @@ int write_all(int fd, const char* data, std::size_t len) noexcept {
       if (errno == EINTR) continue;
       return errno;
     }
+    if (n == 0) return EIO;  // no progress: looping would never end
     data += n;
     len -= static_cast<std::size_t>(n);
   }

@@ -61,6 +61,10 @@ int open_cached(const char* path, int flags) noexcept {
   }
   if (fd >= 0) return fd;
   const int err = errno;
+  // EPERM: also what a seccomp filter older than openat2 answers for it
+  // (as for epoll_pwait2, driver.cpp); the engine's open(2) then says
+  // whether the open itself is refused.
+  if (err == EPERM) return -EAGAIN;
   if (err == ENOSYS || err == E2BIG || err == EINVAL) {
     // No openat2 (Linux < 5.6) or no RESOLVE_CACHED (< 5.12). EINVAL could
     // also be the caller's flags: the engine's open reports it properly.

@@ -148,7 +148,11 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
       io_uring_cqe* cqe;
       unsigned head;
       io_uring_for_each_cqe(&ring_, head, cqe) {
-        on_completion(cqe->user_data, cqe->res);
+        // On kernels without IORING_FEAT_EXT_ARG (before 5.11), shutdown()'s
+        // io_uring_wait_cqe_timeout queues a timeout request whose
+        // completion carries this tag; liburing skips it only in its own
+        // peek, and it is no FileOp.
+        if (cqe->user_data != LIBURING_UDATA_TIMEOUT) on_completion(cqe->user_data, cqe->res);
         ++seen;
       }
       io_uring_cq_advance(&ring_, seen);
@@ -162,6 +166,13 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
       reap_lock_.unlock();
       // A completion posted after the loop ended and before the unlock may
       // have been skipped by a thread whose try_lock failed: look again.
+      // seq_cst fence: the unlock (a store) must not be ordered after the
+      // look at the tail (a load), as a store buffer would: then we could
+      // miss the completion and that thread still see the lock held. Its
+      // half of the pair is the kernel's: the tail is written before the
+      // ring's descriptor is reported ready, and that report reaches the
+      // other thread through a system call, before its try_lock.
+      std::atomic_thread_fence(std::memory_order_seq_cst);
       if (!overflowed && completions_waiting() == 0) return;
     }
   }

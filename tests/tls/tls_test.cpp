@@ -383,6 +383,40 @@ TEST_P(TlsFlavours, EchoThenCloseNotify) {
   }());
 }
 
+// connect() and accept() return lazy tasks: made from a context and a name
+// that are changed or gone before the task first runs, they must use what
+// they were given. (Before 2026-11-29 they kept references: spawn(connect(
+// make_context(), tcp, std::string(host))) read freed memory.)
+TEST_P(TlsFlavours, ConnectAndAcceptTasksOutliveTheirArguments) {
+  Runtime rt = make_runtime(GetParam());
+  rt.block_on([]() -> Task<void> {
+    TcpListener listener = TcpListener::bind(loopback()).value();
+    const SocketAddr addr = *listener.local_addr();
+    TcpStream tcp = (co_await TcpStream::connect(addr)).value();
+    Expected<std::pair<TcpStream, SocketAddr>> conn = co_await listener.accept();
+    EXPECT_TRUE(conn);
+    if (!conn) co_return;
+    std::optional<tls::Context> server_ctx = server_context();
+    JoinHandle<Expected<TlsStream>> server =
+        spawn(tls::accept(*server_ctx, std::move(conn->first)));
+    server_ctx.reset();
+    std::optional<tls::Context> client_ctx = client_context();
+    std::string name = "localhost";
+    Task<Expected<TlsStream>> client = tls::connect(*client_ctx, std::move(tcp), name);
+    client_ctx.reset();
+    name.assign("elsewhere");  // same length: a kept view would now name the wrong host
+    Expected<TlsStream> c = (co_await volt::timeout(kNotHung, std::move(client))).flatten();
+    EXPECT_TRUE(c) << c.error().message();
+    Expected<TlsStream> a = (co_await volt::timeout(kNotHung, server)).flatten();
+    EXPECT_TRUE(a) << a.error().message();
+    if (!c || !a) co_return;
+    EXPECT_TRUE(co_await c->write_all(std::string_view("ping")));
+    std::string got(4, '\0');
+    EXPECT_TRUE(co_await io::read_exact(*a, got));
+    EXPECT_EQ(got, "ping");
+  }());
+}
+
 TEST_P(TlsFlavours, WrongHostNameIsAVerifyError) {
   Runtime rt = make_runtime(GetParam());
   rt.block_on([]() -> Task<void> {

@@ -85,11 +85,20 @@ concept DirectTransport = requires(const S& s, io::MutableBuffer m, io::ConstBuf
   s.readable();
 };
 
+// Neither keeps a reference to `context` or `server_name`: the session
+// (which copies the name and shares the context's state) is made in the
+// call, so the returned task may outlive both, as in
+// spawn(tls::connect(make_context(), std::move(tcp), std::string(host))).
 template <class S>
 Task<Expected<Stream<S>>> connect(const Context& context, S transport,
                                   std::string_view server_name);
 template <class S>
 Task<Expected<Stream<S>>> accept(const Context& context, S transport);
+
+namespace detail {
+template <class S>
+Task<Expected<Stream<S>>> start_session(Expected<std::unique_ptr<Session>> session, S transport);
+}  // namespace detail
 
 template <class S>
 class ReadHalf;
@@ -133,9 +142,8 @@ class Stream {
 
  private:
   template <class T>
-  friend Task<Expected<Stream<T>>> connect(const Context&, T, std::string_view);
-  template <class T>
-  friend Task<Expected<Stream<T>>> accept(const Context&, T);
+  friend Task<Expected<Stream<T>>> detail::start_session(
+      Expected<std::unique_ptr<detail::Session>> session, T transport);
 
   Stream(S transport, std::unique_ptr<detail::Session> session)
       : transport_(std::make_unique<S>(std::move(transport))), session_(std::move(session)) {
@@ -255,24 +263,27 @@ struct InputClaim {
 
 }  // namespace detail
 
+namespace detail {
 template <class S>
-Task<Expected<Stream<S>>> connect(const Context& context, S transport,
-                                  std::string_view server_name) {
-  Expected<std::unique_ptr<detail::Session>> session =
-      detail::Session::client(context, server_name);
+Task<Expected<Stream<S>>> start_session(Expected<std::unique_ptr<Session>> session, S transport) {
   if (!session) co_return session.error();
   Stream<S> stream(std::move(transport), std::move(*session));
   if (Expected<void> done = co_await stream.handshake(); !done) co_return done.error();
   co_return std::move(stream);
 }
+}  // namespace detail
+
+// Not coroutines (see their declarations): the session is made here.
+template <class S>
+Task<Expected<Stream<S>>> connect(const Context& context, S transport,
+                                  std::string_view server_name) {
+  return detail::start_session<S>(detail::Session::client(context, server_name),
+                                  std::move(transport));
+}
 
 template <class S>
 Task<Expected<Stream<S>>> accept(const Context& context, S transport) {
-  Expected<std::unique_ptr<detail::Session>> session = detail::Session::server(context);
-  if (!session) co_return session.error();
-  Stream<S> stream(std::move(transport), std::move(*session));
-  if (Expected<void> done = co_await stream.handshake(); !done) co_return done.error();
-  co_return std::move(stream);
+  return detail::start_session<S>(detail::Session::server(context), std::move(transport));
 }
 
 template <class S>
