@@ -1,6 +1,7 @@
 #include "fs/engine.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +34,40 @@ namespace {
 
 std::int64_t neg_errno() noexcept {
   return -static_cast<std::int64_t>(errno);
+}
+
+// Reads a FIFO or device opened with O_NONBLOCK to its end, as a blocking
+// open and read(2) would: poll(2) waits for input, or for the end. A FIFO
+// opened before any writer reports neither until a writer has come (and
+// gone, for the end), which is the wait a blocking open would have made;
+// read(2) there would say 0 at once, so poll comes first.
+std::int64_t read_until_end(int fd, std::vector<std::byte>& out) noexcept {
+  constexpr std::size_t kStep = 64 << 10;
+  std::size_t have = 0;
+  pollfd first{fd, POLLIN, 0};
+  while (::poll(&first, 1, -1) < 0)
+    if (errno != EINTR) return neg_errno();
+  for (;;) {
+    if (have == out.size()) {
+      try {
+        out.resize(have + kStep);
+      } catch (const std::bad_alloc&) {
+        return -ENOMEM;
+      }
+    }
+    const ssize_t n = ::read(fd, out.data() + have, out.size() - have);
+    if (n > 0) {
+      have += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n == 0) break;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) return neg_errno();
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, -1) < 0 && errno != EINTR) return neg_errno();
+  }
+  out.resize(have);
+  return static_cast<std::int64_t>(have);
 }
 
 // Reads `fd` to its end into `out`, sized from fstat (one read for a file
@@ -131,6 +166,10 @@ void run_blocking(FileOp& op) noexcept {
       break;
     }
     case OpKind::kReadFile: {
+      if (op.opened_fd >= 0) {  // not a regular file, opened without waiting
+        op.res = read_until_end(op.opened_fd, op.buffer);  // ~FileOp closes it
+        break;
+      }
       int fd = ::open(op.path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) {
         op.res = neg_errno();

@@ -25,6 +25,8 @@
 
 namespace volt::fs::detail {
 
+// Without O_NONBLOCK in `flags`, only a regular file or a directory is
+// opened (anything else: -EAGAIN, for the engine); with it, anything.
 int open_cached(const char* path, int flags) noexcept;
 std::int64_t read_nowait(int fd, void* buf, std::size_t len, std::int64_t offset) noexcept;
 int stat_cached(const char* path, bool follow, struct statx* out) noexcept;

@@ -102,6 +102,14 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
           return;
         }
         break;
+      case OpKind::kReadFile:
+        // A FIFO or device already open (whole_file.cpp): waiting for its
+        // input is the pool's (read_until_end), not a ring's.
+        if (op->opened_fd >= 0) {
+          run_on_pool(pool_, op);
+          return;
+        }
+        break;
       case OpKind::kRead:
       case OpKind::kWrite:
         // At the cursor (offset -1): the pool's read(2)/write(2). io_uring
