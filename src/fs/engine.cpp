@@ -36,40 +36,6 @@ std::int64_t neg_errno() noexcept {
   return -static_cast<std::int64_t>(errno);
 }
 
-// Reads a FIFO or device opened with O_NONBLOCK to its end, as a blocking
-// open and read(2) would: poll(2) waits for input, or for the end. A FIFO
-// opened before any writer reports neither until a writer has come (and
-// gone, for the end), which is the wait a blocking open would have made;
-// read(2) there would say 0 at once, so poll comes first.
-std::int64_t read_until_end(int fd, std::vector<std::byte>& out) noexcept {
-  constexpr std::size_t kStep = 64 << 10;
-  std::size_t have = 0;
-  pollfd first{fd, POLLIN, 0};
-  while (::poll(&first, 1, -1) < 0)
-    if (errno != EINTR) return neg_errno();
-  for (;;) {
-    if (have == out.size()) {
-      try {
-        out.resize(have + kStep);
-      } catch (const std::bad_alloc&) {
-        return -ENOMEM;
-      }
-    }
-    const ssize_t n = ::read(fd, out.data() + have, out.size() - have);
-    if (n > 0) {
-      have += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (n == 0) break;
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN) return neg_errno();
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, -1) < 0 && errno != EINTR) return neg_errno();
-  }
-  out.resize(have);
-  return static_cast<std::int64_t>(have);
-}
-
 // Reads `fd` to its end into `out`, sized from fstat (one read for a file
 // that does not grow meanwhile, then a read that finds the end).
 std::int64_t read_whole(int fd, std::vector<std::byte>& out) noexcept {
@@ -166,8 +132,19 @@ void run_blocking(FileOp& op) noexcept {
       break;
     }
     case OpKind::kReadFile: {
-      if (op.opened_fd >= 0) {  // not a regular file, opened without waiting
-        op.res = read_until_end(op.opened_fd, op.buffer);  // ~FileOp closes it
+      if (op.opened_fd >= 0) {
+        // Not a regular file, opened with O_NONBLOCK (whole_file.cpp); ~FileOp
+        // closes it. Read as a blocking open and read(2) would: a FIFO opened
+        // before any writer polls neither readable nor hung up until a writer
+        // has come (and gone, for the end), the wait a blocking open makes;
+        // after that, blocking reads to the end (read(2) before it would say
+        // 0 at once).
+        pollfd p{op.opened_fd, POLLIN, 0};
+        while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+        }
+        const int fl = ::fcntl(op.opened_fd, F_GETFL);
+        if (fl >= 0) ::fcntl(op.opened_fd, F_SETFL, fl & ~O_NONBLOCK);
+        op.res = read_whole(op.opened_fd, op.buffer);
         break;
       }
       int fd = ::open(op.path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -104,7 +104,7 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
         break;
       case OpKind::kReadFile:
         // A FIFO or device already open (whole_file.cpp): waiting for its
-        // input is the pool's (read_until_end), not a ring's.
+        // input is the pool's (run_blocking), not a ring's.
         if (op->opened_fd >= 0) {
           run_on_pool(pool_, op);
           return;

@@ -108,27 +108,27 @@ bool reap_locked(ExitWatch& w) {
 void scan(bool sweep) {
   Registry& r = registry();
   std::lock_guard guard(r.mutex);
-  bool foreign = sweep;
+  bool try_all = sweep;
   for (;;) {
     siginfo_t info{};
     if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
       if (errno == EINTR) continue;
       // ECHILD: no unreaped child at all, so whatever is still registered
       // was reaped by someone else: each try below says ECHILD.
-      if (errno == ECHILD) foreign = true;
+      if (errno == ECHILD) try_all = true;
       break;
     }
     if (info.si_pid == 0) break;  // none exited
     auto it = r.children.find(info.si_pid);
-    if (it == r.children.end()) {
-      foreign = true;
+    if (it == r.children.end()) {  // not ours
+      try_all = true;
       break;
     }
     std::shared_ptr<ExitWatch> w = it->second;
     if (!reap_locked(*w)) break;  // cannot happen: it was just seen exited
     r.children.erase(it);
   }
-  if (!foreign) return;
+  if (!try_all) return;
   for (auto it = r.children.begin(); it != r.children.end();) {
     if (reap_locked(*it->second))
       it = r.children.erase(it);
