@@ -167,7 +167,7 @@ Step Session::finish(int rc, std::size_t n) {
   switch (reason) {
     case SSL_ERROR_WANT_READ:
       // Our BIO says "retry" only while the transport has not ended.
-      return {Step::kInput, 0, {}};
+      return {Step::kInput, 0, {}, in_epoch_};
     case SSL_ERROR_ZERO_RETURN:
       return {Step::kEnd, 0, {}};
     case SSL_ERROR_SYSCALL: {
@@ -220,7 +220,11 @@ Step Session::read(io::MutableBuffer buf) {
   std::size_t n = 0;
   const int rc = SSL_read_ex(ssl_, buf.data(), buf.size(), &n);
   const Step step = finish(rc, n);
-  if (mid_message && SSL_in_init(ssl_) == 0) notify_if_waited(lock);
+  // Completed, or never will be (an error, the peer's close_notify): either
+  // way the waiter's next call has its answer.
+  if (mid_message &&
+      (SSL_in_init(ssl_) == 0 || step.kind == Step::kError || step.kind == Step::kEnd))
+    notify_if_waited(lock);
   return step;
 }
 
@@ -261,7 +265,10 @@ Step Session::close_notify(bool count) {
       // Counted in this critical section, as claim_input(true): a read that
       // completes the message after this look notifies (read()).
       if (step.kind == Step::kInput && count) ++waiting_;
-      return step;
+      // kEnd: the peer's close_notify came in the middle of its own message,
+      // which will now never be complete. Not a success: SSL_shutdown below
+      // queues ours if OpenSSL allows it, and otherwise says why.
+      if (step.kind != Step::kEnd) return step;
     }
   }
   // 0: ours sent, the peer's not seen yet; 1: both. Either way it is queued.
@@ -453,8 +460,9 @@ std::error_code Session::output_error() const {
 
 // ---- input queue ----
 
-Session::Claim Session::claim_input(bool count) {
+Session::Claim Session::claim_input(bool count, std::uint64_t seen_epoch) {
   const std::lock_guard<std::mutex> lock(mutex_);
+  if (in_epoch_ != seen_epoch) return Claim::kReady;
   if (in_claimed_) {
     if (count) ++waiting_;
     return Claim::kBusy;
@@ -485,6 +493,7 @@ void Session::input_received(std::size_t n) {
     in_ended_ = true;
   else
     in_tail_ += n;
+  ++in_epoch_;  // the end too: a caller that saw kInput must now see it
 }
 
 void Session::release_input(std::error_code failure) {

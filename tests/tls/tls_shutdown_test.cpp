@@ -34,6 +34,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -523,6 +524,117 @@ TEST(TlsShutdown, MidRecordKeyUpdateDirect) {
 }
 TEST(TlsShutdown, MidRecordKeyUpdateQueued) {
   record_in_part_then_shutdown<QueuedTransport>(true);
+}
+
+// ---- the input claim's epoch (the queued path, two tasks) ----
+//
+// Session's own calls, in the order two tasks can make them on two workers,
+// with the peer's bytes handed over by hand (no transport, no runtime): a
+// read holds the input claim, waiting in its transport read, when the
+// peer's ticket is half-received; a write on the other half then hears
+// kInput (OpenSSL finishes the message before it encrypts); the read's
+// transport read delivers the rest and releases the claim; only then does
+// the write come to claim the input. The bytes it needs are in the queue,
+// so it must not read the transport (the peer, waiting for its request,
+// would send nothing: both tasks stuck), which it did when the claim was
+// free before the epoch. Between an OpenSSL call and the claim nothing
+// awaits, so over a real transport this order is a race between workers:
+// hence a test of the session's calls.
+
+// Moves everything `session` queued to the peer.
+void drain_to_peer(tls::detail::Session& session, Peer& peer) {
+  if (session.claim_output(false) != tls::detail::Session::Claim::kTaken) return;
+  for (;;) {
+    const io::ConstBuffer chunk = session.next_output();
+    if (chunk.empty()) return;  // released the claim
+    BIO_write(SSL_get_rbio(peer.ssl()), chunk.data(), static_cast<int>(chunk.size()));
+    session.output_sent(chunk.size());
+  }
+}
+
+// One transport read's worth of bytes into the session's queue, as
+// Stream<S>::receive() delivers them (claim, space, received, release).
+bool deliver(tls::detail::Session& session, std::string_view bytes, std::uint64_t epoch) {
+  if (session.claim_input(false, epoch) != tls::detail::Session::Claim::kTaken) return false;
+  const io::MutableBuffer space = session.input_space();
+  if (space.size() < bytes.size()) return false;
+  std::memcpy(space.data(), bytes.data(), bytes.size());
+  session.input_received(bytes.size());
+  session.release_input({});
+  return true;
+}
+
+TEST(TlsInputClaim, BytesDeliveredAfterAWritersLookAreNotWaitedPast) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  ::close(fds[0]);
+  Peer peer(fds[1]);  // its socket is not used: the bytes go by hand
+  ASSERT_TRUE(peer.ok());
+  const tls::Context ctx = shutdown_client_context();
+  Expected<std::unique_ptr<tls::detail::Session>> made =
+      tls::detail::Session::client(ctx, "localhost");
+  ASSERT_TRUE(made) << made.error().message();
+  tls::detail::Session& session = **made;
+
+  // The handshake, by hand.
+  tls::detail::Step step;
+  for (int round = 0; round < 10; ++round) {
+    step = session.handshake();
+    drain_to_peer(session, peer);
+    SSL_do_handshake(peer.ssl());
+    const std::string answer = peer.take_output();
+    if (!answer.empty()) {
+      ASSERT_TRUE(deliver(session, answer, step.input_epoch));
+    }
+    if (step.kind == tls::detail::Step::kDone && SSL_is_init_finished(peer.ssl())) break;
+  }
+  ASSERT_EQ(step.kind, tls::detail::Step::kDone) << step.error.message();
+
+  const std::string ticket = multi_record_ticket(peer);
+  const std::vector<std::size_t> records = record_sizes(ticket);
+  ASSERT_GE(records.size(), 2u);
+  char buf[64];
+  // The read: the ticket's first record, then kInput mid-message.
+  step = session.read(buf);
+  ASSERT_EQ(step.kind, tls::detail::Step::kInput);
+  ASSERT_TRUE(deliver(session, std::string_view(ticket).substr(0, records[0]), step.input_epoch));
+  const tls::detail::Step reading = session.read(buf);
+  ASSERT_EQ(reading.kind, tls::detail::Step::kInput);
+  ASSERT_EQ(SSL_in_init(session.native_handle()), 1) << "setup: not mid-message";
+  // The read takes the input claim and waits in its transport read.
+  ASSERT_EQ(session.claim_input(true, reading.input_epoch), tls::detail::Session::Claim::kTaken);
+
+  // The write hears kInput (the message is not complete).
+  static constexpr std::string_view kRequest = "request";
+  const tls::detail::Step writing =
+      session.write(io::ConstBuffer(kRequest.data(), kRequest.size()));
+  ASSERT_EQ(writing.kind, tls::detail::Step::kInput);
+
+  // The read's transport read returns the rest of the ticket, and it lets
+  // the claim go.
+  const std::string_view rest = std::string_view(ticket).substr(records[0]);
+  const io::MutableBuffer space = session.input_space();
+  ASSERT_GE(space.size(), rest.size());
+  std::memcpy(space.data(), rest.data(), rest.size());
+  session.input_received(rest.size());
+  session.release_input({});
+
+  // Now the write comes to claim the input: what it needs is queued.
+  EXPECT_EQ(session.claim_input(true, writing.input_epoch), tls::detail::Session::Claim::kReady);
+  // ... and its next call gets it, and encrypts the request.
+  const tls::detail::Step wrote = session.write(io::ConstBuffer(kRequest.data(), kRequest.size()));
+  ASSERT_EQ(wrote.kind, tls::detail::Step::kDone) << wrote.error.message();
+  EXPECT_EQ(wrote.n, kRequest.size());
+  drain_to_peer(session, peer);
+  char got[64];
+  const int n = SSL_read(peer.ssl(), got, sizeof got);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string_view(got, static_cast<std::size_t>(n)), kRequest);
+  // A claim at the current epoch is an ordinary one.
+  const tls::detail::Step idle = session.read(buf);
+  ASSERT_EQ(idle.kind, tls::detail::Step::kInput);
+  EXPECT_EQ(session.claim_input(false, idle.input_epoch), tls::detail::Session::Claim::kTaken);
+  session.release_input({});
 }
 
 }  // namespace

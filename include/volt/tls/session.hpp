@@ -74,6 +74,10 @@ struct Step {
   Kind kind = kDone;
   std::size_t n = 0;
   std::error_code error;
+  // kInput: the input queue's epoch when OpenSSL found it short (see
+  // Session::claim_input): hand it to claim_input, so that bytes another
+  // task delivered between this call and the claim are not waited past.
+  std::uint64_t input_epoch = 0;
 };
 
 class Session {
@@ -117,7 +121,7 @@ class Session {
   // fall between its last look and its release), reporting output_sent()
   // after each transport write; a sender that stops early (an error, a
   // cancellation) calls release_output().
-  enum class Claim : std::uint8_t { kTaken, kBusy, kFailed };
+  enum class Claim : std::uint8_t { kTaken, kBusy, kFailed, kReady /* claim_input only */ };
   Claim claim_output(bool count);
   io::ConstBuffer next_output();
   // Without waiting and without a claim: hands what is queued to the
@@ -131,8 +135,19 @@ class Session {
   std::error_code output_error() const;
 
   // ---- the input queue (ciphertext from the transport) ----
-  Claim claim_input(bool count);       // as claim_output (never kFailed)
-  io::MutableBuffer input_space();     // where the next transport read goes
+  // As claim_output (never kFailed), for a caller whose OpenSSL call said
+  // kInput at `seen_epoch` (Step::input_epoch). kReady: input has arrived
+  // since that call (another task's transport read delivered it between
+  // the call and this claim), so the caller calls OpenSSL again instead of
+  // reading the transport: a read now would wait for bytes the peer may
+  // never send (it may be waiting for us) while what OpenSSL needs sits in
+  // the queue. Nothing is claimed or counted then.
+  Claim claim_input(bool count, std::uint64_t seen_epoch);
+  // Where the next transport read goes; empty only if OpenSSL asked for
+  // more with a full queue, which a record's bound rules out (the caller
+  // reports an error rather than reading into it: a 0-byte read would look
+  // like the transport's end).
+  io::MutableBuffer input_space();
   void input_received(std::size_t n);  // 0: the transport ended
   void release_input(std::error_code failure);
   bool input_ended() const;
@@ -204,6 +219,9 @@ class Session {
   // only the claim holder moves in_tail_ or compacts).
   std::unique_ptr<std::byte[]> in_;
   std::size_t in_head_ = 0, in_tail_ = 0;
+  // Moves with every delivery into the queue (input_received): a kInput
+  // Step carries the value it saw, and claim_input compares.
+  std::uint64_t in_epoch_ = 0;
   bool in_claimed_ = false;
   bool in_ended_ = false;
 

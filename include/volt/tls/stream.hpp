@@ -166,8 +166,9 @@ class Stream {
   // (and the handshake) only: a read never waits for the write side.
   Task<Expected<void>> send(std::uint64_t upto);
   // One transport read into the input queue (or, if another task holds the
-  // input claim, waits for it to finish one).
-  Task<Expected<void>> receive();
+  // input claim, waits for it to finish one); nothing if input arrived
+  // since the OpenSSL call that said kInput at `epoch` (Step::input_epoch).
+  Task<Expected<void>> receive(std::uint64_t epoch);
   // Direct transports: a write or shutdown that OpenSSL answered kInput
   // after the handshake (a post-handshake message from the peer, a TLS 1.3
   // NewSessionTicket or KeyUpdate, has arrived in part and a read took its
@@ -302,7 +303,7 @@ Task<Expected<void>> Stream<S>::handshake() {
       case detail::Step::kDone:
         co_return Expected<void>();
       case detail::Step::kInput:
-        if (Expected<void> got = co_await receive(); !got) co_return got.error();
+        if (Expected<void> got = co_await receive(step.input_epoch); !got) co_return got.error();
         break;
       case detail::Step::kEnd:  // close_notify during the handshake
         co_return Expected<void>(make_error_code(errc::unexpected_eof));
@@ -351,7 +352,7 @@ Task<Expected<void>> Stream<S>::send(std::uint64_t upto) {
 }
 
 template <class S>
-Task<Expected<void>> Stream<S>::receive() {
+Task<Expected<void>> Stream<S>::receive(std::uint64_t epoch) {
   if constexpr (DirectTransport<S>) {
     // OpenSSL's last read found the socket empty (the try_read cleared its
     // readiness): wait for the next bytes, which its next call reads.
@@ -359,15 +360,31 @@ Task<Expected<void>> Stream<S>::receive() {
     co_return ready;
   }
   Notify::Notified released = session_->changed().notified();
-  if (session_->claim_input(true) != detail::Session::Claim::kTaken) {
-    // Another task is reading the transport (a write that needs input, only
-    // possible mid-handshake): what it brings is ours too.
-    const detail::Session::Waiting counted(*session_);
-    co_await std::move(released);
-    co_return Expected<void>();
+  switch (session_->claim_input(true, epoch)) {
+    case detail::Session::Claim::kReady:
+      // The other task's transport read delivered bytes after our OpenSSL
+      // call looked: they may be all it needs (the rest of a post-handshake
+      // message, our data behind it), and the peer may send nothing more
+      // until we answer. Call OpenSSL again instead of reading.
+      co_return Expected<void>();
+    case detail::Session::Claim::kBusy: {
+      // Another task is reading the transport (a read, and a write or a
+      // shutdown finishing a post-handshake message): what it brings is
+      // ours too.
+      const detail::Session::Waiting counted(*session_);
+      co_await std::move(released);
+      co_return Expected<void>();
+    }
+    default:
+      break;
   }
   detail::InputClaim claim{session_.get(), {}};
-  Expected<std::size_t> n = co_await transport_->read(session_->input_space());
+  const io::MutableBuffer space = session_->input_space();
+  if (space.empty()) {  // see input_space(): never read 0 bytes and call it the end
+    claim.failure = make_error_code(std::errc::protocol_error);
+    co_return claim.failure;
+  }
+  Expected<std::size_t> n = co_await transport_->read(space);
   if (!n) {
     claim.failure = n.error();
     co_return n.error();
@@ -424,7 +441,7 @@ Task<Expected<std::size_t>> Stream<S>::read(io::MutableBuffer buf) {
       // receive()'s direct case, inlined (one frame fewer per wait).
       if (Expected<void> ready = co_await transport_->readable(); !ready) co_return ready.error();
     } else {
-      if (Expected<void> got = co_await receive(); !got) co_return got.error();
+      if (Expected<void> got = co_await receive(step.input_epoch); !got) co_return got.error();
     }
   }
 }
@@ -461,7 +478,7 @@ Task<Expected<std::size_t>> Stream<S>::write(io::ConstBuffer buf) {
             co_return got.error();
           progressed.reset();
         } else {
-          if (Expected<void> got = co_await receive(); !got) co_return got.error();
+          if (Expected<void> got = co_await receive(step.input_epoch); !got) co_return got.error();
         }
         break;
       case detail::Step::kEnd:
@@ -502,7 +519,7 @@ Task<Expected<void>> Stream<S>::write_all(io::ConstBuffer buf) {
             co_return got.error();
           progressed.reset();
         } else {
-          if (Expected<void> got = co_await receive(); !got) co_return got.error();
+          if (Expected<void> got = co_await receive(step.input_epoch); !got) co_return got.error();
         }
         break;
       case detail::Step::kEnd:
@@ -540,7 +557,7 @@ Task<Expected<void>> Stream<S>::shutdown() {
       if (Expected<void> got = co_await wait_for_message_rest(std::move(progressed)); !got)
         co_return got.error();
     } else {
-      if (Expected<void> got = co_await receive(); !got) co_return got.error();
+      if (Expected<void> got = co_await receive(step.input_epoch); !got) co_return got.error();
     }
   }
   if (Expected<void> sent = co_await send(session_->queued()); !sent) co_return sent.error();
