@@ -29,6 +29,9 @@ constexpr unsigned kDirectSlots = 64;
 // which error.
 std::atomic<int> g_submit_faults{0};
 std::atomic<int> g_submit_fault_errno{EAGAIN};
+// run_read_chains_out_of_order_for_testing: whole-file chains still to
+// submit as a split chain can run.
+std::atomic<int> g_reordered_chains{0};
 
 // user_data: the op's address with the step of a chain in the low two bits
 // (FileOp is at least 8-aligned).
@@ -293,22 +296,15 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
         free_slots_.pop_back();
         op->direct_slot = slot;
         op->cqes_left = 3;
-        // Direct descriptors take no O_CLOEXEC (EINVAL): they are not in the
-        // process's table at all.
-        io_uring_prep_openat_direct(s, AT_FDCWD, op->path.c_str(), O_RDONLY, 0,
-                                    static_cast<unsigned>(slot));
+        // relaxed: a test's counter, as g_submit_faults.
+        if (g_reordered_chains.load(std::memory_order_relaxed) > 0 &&
+            g_reordered_chains.fetch_sub(1, std::memory_order_relaxed) > 0) {
+          prepare_chain_out_of_order(op, s, slot);
+          return true;
+        }
+        prep_chain_open(op, s, slot);
         s->flags |= IOSQE_IO_LINK;
-        s->user_data = tag(op, 0);
-        io_uring_sqe* rw = io_uring_get_sqe(&ring_);
-        op->buffer.resize(kChainReadSize);
-        io_uring_prep_read(rw, slot, op->buffer.data(), kChainReadSize, 0);
-        // Hard link: the close runs even if the read "fails" (a short read
-        // counts as a failure for a plain link).
-        rw->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
-        rw->user_data = tag(op, 1);
-        io_uring_sqe* close = io_uring_get_sqe(&ring_);
-        io_uring_prep_close_direct(close, static_cast<unsigned>(slot));
-        close->user_data = tag(op, 2);
+        prep_chain_read_and_close(op, io_uring_get_sqe(&ring_), slot);
         publish(op);
         return true;
       }
@@ -319,6 +315,39 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
     s->user_data = tag(op, 0);
     publish(op);
     return true;
+  }
+
+  // The whole-file chain's requests: the open into the direct slot (direct
+  // descriptors take no O_CLOEXEC: EINVAL; they are not in the process's
+  // table at all) and, on `rw`, the read hard-linked to the close (the close
+  // runs even if the read "fails": a short read counts as a failure for a
+  // plain link). There must be room for the close's SQE.
+  void prep_chain_open(FileOp* op, io_uring_sqe* s, int slot) noexcept {
+    io_uring_prep_openat_direct(s, AT_FDCWD, op->path.c_str(), O_RDONLY, 0,
+                                static_cast<unsigned>(slot));
+    s->user_data = tag(op, 0);
+  }
+  void prep_chain_read_and_close(FileOp* op, io_uring_sqe* rw, int slot) noexcept {
+    op->buffer.resize(kChainReadSize);
+    io_uring_prep_read(rw, slot, op->buffer.data(), kChainReadSize, 0);
+    rw->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
+    rw->user_data = tag(op, 1);
+    io_uring_sqe* close = io_uring_get_sqe(&ring_);
+    io_uring_prep_close_direct(close, static_cast<unsigned>(slot));
+    close->user_data = tag(op, 2);
+  }
+
+  // Tests only (run_read_chains_out_of_order_for_testing): the chain's read
+  // and close, linked, submitted ahead of its open, which follows unlinked:
+  // the read finds the slot empty, and the open fills it after the close.
+  // The state a split chain leaves when its open is still running when its
+  // read and close, submitted later, have run. `s` is a free SQE; there is
+  // room for two more (prepare() checked).
+  void prepare_chain_out_of_order(FileOp* op, io_uring_sqe* s, int slot) noexcept {
+    prep_chain_read_and_close(op, s, slot);
+    publish(op);
+    io_uring_submit(&ring_);
+    prep_chain_open(op, io_uring_get_sqe(&ring_), slot);
   }
 
   // release: pairs with on_completion's acquire (see FileOp::published).
@@ -355,28 +384,52 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
         op->res = res;
         break;
       case OpKind::kReadFile:
-        if (step == 0) {
-          op->res = res;  // the open's error, if any, wins
-        } else if (step == 1) {
-          if (op->res >= 0) op->res = res;  // bytes, or the read error
-        } else {
-          // The close: nothing to lose for a read-only file; an empty slot
-          // (the open failed) gives EBADF, which is not news.
-          std::lock_guard guard(submit_mutex_);
-          free_slots_.push_back(op->direct_slot);
-          op->direct_slot = -1;
-        }
+        // The close's result: nothing to lose for a read-only file; an empty
+        // slot (the open failed) gives EBADF, which is not news, except after
+        // a successful open (below).
+        if (step == 0)
+          op->chain_open_res = res;
+        else if (step == 1)
+          op->chain_read_res = res;
+        else
+          op->chain_close_res = res;
         break;
       default:
         break;
     }
     if (--op->cqes_left > 0) return;
-    if (op->kind == OpKind::kReadFile && op->res >= 0 &&
-        static_cast<std::size_t>(op->res) == kChainReadSize) {
-      // More than the chain read: the whole file by one pool job.
-      run_on_pool(pool_, op);  // first: it takes its reference before we drop ours
-      done_with(op, false);
-      return;
+    if (op->kind == OpKind::kReadFile) {
+      // The slot goes back only now: until all three completions are in,
+      // a request of the chain may still be about to use it. An open that
+      // succeeded where the close found the slot empty ran after the close
+      // (a split chain, below) and left its file there: the next chain's
+      // read, split the same way, would read this file. Emptied first.
+      if (op->chain_open_res >= 0 && op->chain_close_res < 0) {
+        int none = -1;
+        io_uring_register_files_update(&ring_, static_cast<unsigned>(op->direct_slot), &none, 1);
+      }
+      {
+        std::lock_guard guard(submit_mutex_);
+        free_slots_.push_back(op->direct_slot);
+        op->direct_slot = -1;
+      }
+      // A whole chain posts its completions in order, and its read cannot
+      // fail for want of the file once the open succeeded. The kernel splits
+      // a chain when it cannot allocate a request part-way through a
+      // submission (it submits the link so far, and the rest with the next
+      // submission), and then the read may run before the open has filled
+      // the slot (EBADF), or after the close emptied it, and the
+      // completions come in any order. So the open's error wins whatever
+      // the order; a read that found no file after a successful open is
+      // done again whole by the pool, as is a file longer than the read.
+      const int open_res = op->chain_open_res, read_res = op->chain_read_res;
+      op->res = open_res < 0 ? open_res : read_res;
+      const bool split = open_res >= 0 && (read_res == -EBADF || read_res == -ECANCELED);
+      if (split || (op->res >= 0 && static_cast<std::size_t>(op->res) == kChainReadSize)) {
+        run_on_pool(pool_, op);  // first: it takes its reference before we drop ours
+        done_with(op, false);
+        return;
+      }
     }
     if (op->kind == OpKind::kReadFile && op->res >= 0)
       op->buffer.resize(static_cast<std::size_t>(op->res));
@@ -421,6 +474,10 @@ void inject_submit_failures_for_testing(int count, int error) noexcept {
   g_submit_faults.store(count, std::memory_order_relaxed);
 }
 
+void run_read_chains_out_of_order_for_testing(int count) noexcept {
+  g_reordered_chains.store(count, std::memory_order_relaxed);
+}
+
 FileEngine* make_uring_engine(volt::detail::Driver& driver, volt::detail::BlockingPool& pool) {
   io_uring ring;
   io_uring_params params{};
@@ -447,6 +504,7 @@ FileEngine* make_uring_engine(volt::detail::Driver&, volt::detail::BlockingPool&
   return nullptr;
 }
 void inject_submit_failures_for_testing(int, int) noexcept {}
+void run_read_chains_out_of_order_for_testing(int) noexcept {}
 }  // namespace volt::fs::detail
 
 #endif

@@ -67,6 +67,14 @@ FileEngine* make_uring_engine(volt::detail::Driver& driver, volt::detail::Blocki
 // overflow; the requests stay queued in the ring.
 void inject_submit_failures_for_testing(int count, int error) noexcept;
 
+// Tests only: the next `count` whole-file reads' linked chains (open, read,
+// close) run as a chain the kernel split can: the read and the close before
+// the open (the read finds no file, and the open fills the slot last), their
+// completions in that order. The kernel splits a chain when it cannot
+// allocate a request part-way through a submission, which cannot be made
+// to happen at will.
+void run_read_chains_out_of_order_for_testing(int count) noexcept;
+
 // Bytes the read of a linked whole-file chain asks for.
 inline constexpr std::size_t kChainReadSize = 64 * 1024;
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "volt/expected.hpp"
 #include "volt/process/process.hpp"
@@ -50,8 +51,18 @@ struct ExitWatch {
 // look at the new pid before it is registered. Starts the SIGCHLD Signal and
 // the "volt-sigchld" thread on first use (their errors are returned).
 Expected<std::unique_lock<std::mutex>> sigchld_lock_for_spawn() noexcept;
-// Registers the child just spawned (the lock above still held).
-std::shared_ptr<ExitWatch> sigchld_register(pid_t pid);
+// What registering a child takes, allocated before the spawn (the lock
+// above held): once the child runs, registering it cannot fail, since a
+// child nobody watches could never be waited for or reaped. May throw
+// std::bad_alloc, while nothing has been spawned.
+struct SpawnRegistration {
+  std::shared_ptr<ExitWatch> watch;
+  std::unordered_map<pid_t, std::shared_ptr<ExitWatch>>::node_type node;
+};
+SpawnRegistration sigchld_prepare();
+// Registers the child just spawned (the lock above still held): allocates
+// nothing.
+std::shared_ptr<ExitWatch> sigchld_register(pid_t pid, SpawnRegistration prepared) noexcept;
 // The result if the scanner (or try_reap) already reaped it.
 std::optional<Expected<ExitStatus>> sigchld_result(ExitWatch& w);
 // Reaps now if it exited (WNOHANG).

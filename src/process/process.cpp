@@ -550,9 +550,10 @@ Expected<Child> Command::spawn_with(Default defaults) {
   } else {
     Expected<std::unique_lock<std::mutex>> lock = detail::sigchld_lock_for_spawn();
     if (!lock) return lock.error();
+    detail::SpawnRegistration prepared = detail::sigchld_prepare();
     rc = search ? ::posix_spawnp(&pid, path, &objects.actions, &objects.attr, argv.data(), envp_ptr)
                 : ::posix_spawn(&pid, path, &objects.actions, &objects.attr, argv.data(), envp_ptr);
-    if (rc == 0) watch = detail::sigchld_register(pid);
+    if (rc == 0) watch = detail::sigchld_register(pid, std::move(prepared));
   }
   if (rc != 0) return std::error_code(rc, std::system_category());
 

@@ -222,10 +222,24 @@ Expected<std::unique_lock<std::mutex>> sigchld_lock_for_spawn() noexcept {
   return lock;
 }
 
-std::shared_ptr<ExitWatch> sigchld_register(pid_t pid) {
-  auto w = std::make_shared<ExitWatch>();
+SpawnRegistration sigchld_prepare() {
+  SpawnRegistration prepared;
+  prepared.watch = std::make_shared<ExitWatch>();
+  // The map's node, made in a map of its own and taken out of it; and room
+  // in the registry for one more, so that inserting it will not rehash.
+  std::unordered_map<pid_t, std::shared_ptr<ExitWatch>> one;
+  one.emplace(0, prepared.watch);
+  prepared.node = one.extract(one.begin());
+  Registry& r = registry();  // the caller holds the mutex
+  r.children.reserve(r.children.size() + 1);
+  return prepared;
+}
+
+std::shared_ptr<ExitWatch> sigchld_register(pid_t pid, SpawnRegistration prepared) noexcept {
+  std::shared_ptr<ExitWatch> w = std::move(prepared.watch);
   w->pid = pid;
-  registry().children.emplace(pid, w);  // the caller holds the mutex
+  prepared.node.key() = pid;
+  registry().children.insert(std::move(prepared.node));  // reserved: no allocation
   // The scanner may be waiting without a timeout (no children until now).
   Wakeup& wake = wakeup();
   {

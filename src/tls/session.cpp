@@ -232,6 +232,13 @@ Step Session::write(io::ConstBuffer buf, bool count) {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (fatal_) return {Step::kError, 0, fatal_};
   if (close_notify_queued_) return {Step::kError, 0, make_error_code(std::errc::broken_pipe)};
+  // The peer's close_notify came in the middle of its post-handshake
+  // message (a read took it): SSL_write would first ask for the rest of the
+  // message, which will never come. The peer has closed: as after a clean
+  // close, a write has nobody to go to.
+  if (SSL_in_init(ssl_) == 1 && established_ &&
+      (SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN) != 0)
+    return {Step::kEnd, 0, {}};
   clear_stale_errors();
   std::size_t n = 0;
   const int rc = SSL_write_ex(ssl_, buf.data(), std::min(buf.size(), kMaxWrite), &n);
@@ -248,6 +255,8 @@ Step Session::close_notify(bool count) {
   if (close_notify_queued_) return {Step::kDone, 0, {}};
   if (!established_) return {Step::kError, 0, make_error_code(std::errc::not_connected)};
   ERR_clear_error();
+  if (SSL_in_init(ssl_) && (SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN) != 0)
+    return peer_closed_mid_message();
   if (SSL_in_init(ssl_)) {
     // Established, yet "in init": a post-handshake message from the peer (a
     // TLS 1.3 NewSessionTicket or KeyUpdate spanning several records) has
@@ -266,9 +275,9 @@ Step Session::close_notify(bool count) {
       // completes the message after this look notifies (read()).
       if (step.kind == Step::kInput && count) ++waiting_;
       // kEnd: the peer's close_notify came in the middle of its own message,
-      // which will now never be complete. Not a success: SSL_shutdown below
-      // queues ours if OpenSSL allows it, and otherwise says why.
-      if (step.kind != Step::kEnd) return step;
+      // which will now never be complete (see peer_closed_mid_message).
+      if (step.kind == Step::kEnd) return peer_closed_mid_message();
+      return step;
     }
   }
   // 0: ours sent, the peer's not seen yet; 1: both. Either way it is queued.
@@ -276,6 +285,14 @@ Step Session::close_notify(bool count) {
   if (rc < 0) return finish(rc, 0);
   close_notify_queued_ = true;
   return {Step::kDone, 0, {}};
+}
+
+Step Session::peer_closed_mid_message() const {
+  // OpenSSL refuses SSL_shutdown while it is "in init", and the message
+  // that keeps it there will never be complete: no close_notify of ours
+  // can be sent. Said by this call only, not made sticky: reads still see
+  // the peer's clean close (0).
+  return {Step::kError, 0, make_error_code(std::errc::protocol_error)};
 }
 
 // ---- BIO ----
@@ -462,7 +479,9 @@ std::error_code Session::output_error() const {
 
 Session::Claim Session::claim_input(bool count, std::uint64_t seen_epoch) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  if (in_epoch_ != seen_epoch) return Claim::kReady;
+  // A failed transport read (release_input) made the stream fatal without
+  // moving the epoch: the caller's next OpenSSL call returns that error.
+  if (in_epoch_ != seen_epoch || fatal_) return Claim::kReady;
   if (in_claimed_) {
     if (count) ++waiting_;
     return Claim::kBusy;

@@ -182,5 +182,47 @@ TEST_P(UringRefusalTest, RefusedSubmissionsAreRetriedNotStranded) {
   rt.reset();
 }
 
+// A whole-file read's linked chain (open, read, close on a registered slot),
+// run as the kernel runs a chain it split: when it cannot allocate a request
+// part-way through a submission, it submits the link so far and the rest
+// with the next submission, so the read and the close may run before the
+// open has filled the slot (injected: run_read_chains_out_of_order_for_testing).
+// Before, the open's success, completing last, overwrote the read's EBADF,
+// and fs::read returned an empty vector as the file's contents. Each size
+// once that way, then many ordinary reads: every slot is used again,
+// including the ones those opens filled after their close.
+TEST(UringSplitChain, ReadThatRanBeforeItsOpenIsDoneAgainWhole) {
+  Runtime::Builder b = make_builder(kMultiThread2);
+  b.io_uring(true);
+  Runtime rt = b.build();
+  if (!rt.uses_io_uring()) GTEST_SKIP() << "io_uring refused by this kernel";
+  TempDir dir;
+  const std::vector<std::size_t> sizes = {0, 100, 4096, fs::detail::kChainReadSize + 1};
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    write_fixture(dir / std::to_string(i), pattern_bytes(sizes[i]));
+  fs::detail::set_inline_enabled(false);  // fs::read to the engine's chain
+  rt.block_on([](const TempDir* dir, const std::vector<std::size_t>* sizes) -> Task<void> {
+    for (std::size_t i = 0; i < sizes->size(); ++i) {
+      fs::detail::run_read_chains_out_of_order_for_testing(1);
+      Expected<Expected<std::vector<std::byte>>> got =
+          co_await volt::timeout(kNotHung, fs::read(*dir / std::to_string(i)));
+      EXPECT_TRUE(got && *got) << "size " << (*sizes)[i];
+      EXPECT_TRUE(got && *got && **got == pattern_bytes((*sizes)[i]))
+          << "size " << (*sizes)[i] << ": wrong contents (" << (got && *got ? (*got)->size() : 0)
+          << " bytes)";
+    }
+    fs::detail::run_read_chains_out_of_order_for_testing(0);
+    int good = 0;
+    for (int k = 0; k < 200; ++k) {
+      const std::size_t i = static_cast<std::size_t>(k) % sizes->size();
+      Expected<std::vector<std::byte>> got = co_await fs::read(*dir / std::to_string(i));
+      if (got && *got == pattern_bytes((*sizes)[i])) ++good;
+    }
+    EXPECT_EQ(good, 200);
+  }(&dir, &sizes));
+  fs::detail::run_read_chains_out_of_order_for_testing(0);
+  fs::detail::set_inline_enabled(true);
+}
+
 }  // namespace
 }  // namespace volt::test

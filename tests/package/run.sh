@@ -21,10 +21,11 @@ cmake -S "$source_dir/tests/package" -B "$scratch/installed" -DVOLT_MODE=install
 cmake --build "$scratch/installed" -j2 >/dev/null
 LD_LIBRARY_PATH="$libdir" "$scratch/installed/volt_consumer"
 
-# Debug (-O0): whether they build and link against the package is the
-# question, and -O0 compiles them in half the time of -O2 (CI runs this twice).
+# Debug at -O0 without -g: whether they build and link against the package
+# is the question, and -O0 compiles them in half the time of -O2, -O0 alone
+# in a sixth less than -O0 -g (CI runs this twice).
 cmake -S "$source_dir/examples" -B "$scratch/examples" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 >/dev/null
 cmake --build "$scratch/examples" -j2 >/dev/null
 # echo_client's self-test needs a server: run the pair over loopback.
 LD_LIBRARY_PATH="$libdir" "$scratch/examples/echo_server" 127.0.0.1:0 >"$scratch/echo.out" 2>/dev/null &
@@ -61,7 +62,8 @@ if [ -n "$shared" ]; then
   exit 0
 fi
 cmake -S "$source_dir/tests/package" -B "$scratch/subdirectory" -DVOLT_MODE=subdirectory \
-  -DVOLT_SOURCE_DIR="$source_dir" -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  -DVOLT_SOURCE_DIR="$source_dir" -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_CXX_FLAGS_DEBUG=-O0 >/dev/null
 cmake --build "$scratch/subdirectory" -j2 >/dev/null
 "$scratch/subdirectory/volt_consumer"
 echo "volt consumed via find_package (a program and the examples), pkg-config and add_subdirectory"

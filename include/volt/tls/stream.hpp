@@ -121,7 +121,10 @@ class Stream {
   // KeyUpdate) has arrived only in part, it first waits for the rest
   // (OpenSSL sends no close_notify in the middle of one); a peer that never
   // sends it is an error (unexpected_eof) or a hang: wrap shutdown() in a
-  // timeout if the peer is not trusted to finish.
+  // timeout if the peer is not trusted to finish. A peer that sends its own
+  // close_notify in the middle of it instead (RFC 8446 forbids this) makes
+  // shutdown() fail with std::errc::protocol_error: no close_notify can be
+  // sent then.
   Task<Expected<void>> shutdown();
 
   // The protocol ALPN chose ("" if none).
