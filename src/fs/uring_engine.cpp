@@ -404,13 +404,18 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
       // succeeded where the close found the slot empty ran after the close
       // (a split chain, below) and left its file there: the next chain's
       // read, split the same way, would read this file. Emptied first.
+      // If that fails (ENOMEM: the pressure that splits chains), the slot
+      // is retired rather than reused with a file in it; with no slot left,
+      // whole-file reads go to the pool (prepare()).
+      bool reusable = true;
       if (op->chain_open_res >= 0 && op->chain_close_res < 0) {
         int none = -1;
-        io_uring_register_files_update(&ring_, static_cast<unsigned>(op->direct_slot), &none, 1);
+        reusable = io_uring_register_files_update(&ring_, static_cast<unsigned>(op->direct_slot),
+                                                  &none, 1) == 1;
       }
       {
         std::lock_guard guard(submit_mutex_);
-        free_slots_.push_back(op->direct_slot);
+        if (reusable) free_slots_.push_back(op->direct_slot);
         op->direct_slot = -1;
       }
       // A whole chain posts its completions in order, and its read cannot

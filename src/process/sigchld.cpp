@@ -239,7 +239,20 @@ std::shared_ptr<ExitWatch> sigchld_register(pid_t pid, SpawnRegistration prepare
   std::shared_ptr<ExitWatch> w = std::move(prepared.watch);
   w->pid = pid;
   prepared.node.key() = pid;
-  registry().children.insert(std::move(prepared.node));  // reserved: no allocation
+  auto added = registry().children.insert(std::move(prepared.node));  // reserved: no allocation
+  if (!added.inserted) {
+    // The pid is registered already: that child was reaped by someone else
+    // (the kernel gives a pid again only once it is reaped), and no sweep
+    // has found it yet. Its wait ends as the sweep would end it (ECHILD),
+    // and the entry is the new child's.
+    ExitWatch& stale = *added.position->second;
+    {
+      std::lock_guard guard(stale.lock);
+      stale.result = Expected<ExitStatus>(std::error_code(ECHILD, std::system_category()));
+    }
+    stale.exited.notify_one();
+    added.position->second = std::move(added.node.mapped());
+  }
   // The scanner may be waiting without a timeout (no children until now).
   Wakeup& wake = wakeup();
   {
