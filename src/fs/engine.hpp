@@ -91,8 +91,9 @@ struct FileOp {
   // ---- engine bookkeeping (io_uring) ----
   int cqes_left = 0;     // completions still to come for this op
   int direct_slot = -1;  // registered-file slot of a linked chain
-  // kReadFile's chain: the open's and the read's results, merged once all
-  // three completions are in (their order is not relied on).
+  // kReadFile's chain: the open's, the read's and the close's results,
+  // merged once all three completions are in (their order is not relied
+  // on: a split chain posts them in any order).
   int chain_open_res = 0, chain_read_res = 0, chain_close_res = 0;
   FileOp* next_in_flight = nullptr;
 

@@ -236,9 +236,7 @@ Step Session::write(io::ConstBuffer buf, bool count) {
   // message (a read took it): SSL_write would first ask for the rest of the
   // message, which will never come. The peer has closed: as after a clean
   // close, a write has nobody to go to.
-  if (SSL_in_init(ssl_) == 1 && established_ &&
-      (SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN) != 0)
-    return {Step::kEnd, 0, {}};
+  if (peer_closed_in_init()) return {Step::kEnd, 0, {}};
   clear_stale_errors();
   std::size_t n = 0;
   const int rc = SSL_write_ex(ssl_, buf.data(), std::min(buf.size(), kMaxWrite), &n);
@@ -255,8 +253,7 @@ Step Session::close_notify(bool count) {
   if (close_notify_queued_) return {Step::kDone, 0, {}};
   if (!established_) return {Step::kError, 0, make_error_code(std::errc::not_connected)};
   ERR_clear_error();
-  if (SSL_in_init(ssl_) && (SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN) != 0)
-    return peer_closed_mid_message();
+  if (peer_closed_in_init()) return peer_closed_mid_message();
   if (SSL_in_init(ssl_)) {
     // Established, yet "in init": a post-handshake message from the peer (a
     // TLS 1.3 NewSessionTicket or KeyUpdate spanning several records) has
@@ -285,6 +282,13 @@ Step Session::close_notify(bool count) {
   if (rc < 0) return finish(rc, 0);
   close_notify_queued_ = true;
   return {Step::kDone, 0, {}};
+}
+
+bool Session::peer_closed_in_init() const {
+  // Established, "in init" (a post-handshake message from the peer arrived
+  // in part), and the peer's close_notify came instead of the rest.
+  return established_ && SSL_in_init(ssl_) == 1 &&
+         (SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN) != 0;
 }
 
 Step Session::peer_closed_mid_message() const {

@@ -207,6 +207,7 @@ class Session {
   explicit Session(const Context& context);
   Expected<void> init(bool server, std::string_view server_name);
   Step finish(int rc, std::size_t n);  // maps an OpenSSL result (lock held)
+  bool peer_closed_in_init() const;    // lock held
   Step peer_closed_mid_message() const;
   void notify_if_waited(std::unique_lock<std::mutex>& lock);
 
