@@ -1,5 +1,6 @@
 #include "fs/descriptor.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,7 +8,14 @@
 namespace volt::fs::detail {
 
 FileDescriptor* FileDescriptor::adopt(int fd) {
-  return new FileDescriptor(fd);
+  // A descriptor fcntl cannot read (not open) is adopted all the same: its
+  // operations report EBADF as any other's would.
+  const int flags = ::fcntl(fd, F_GETFL);
+  return new FileDescriptor(fd, flags >= 0 && (flags & O_DIRECT) != 0);
+}
+
+FileDescriptor* FileDescriptor::adopt(int fd, bool direct_io) {
+  return new FileDescriptor(fd, direct_io);
 }
 
 std::error_code FileDescriptor::release() noexcept {

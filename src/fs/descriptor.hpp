@@ -18,10 +18,19 @@ namespace volt::fs::detail {
 
 class FileDescriptor {
  public:
-  // Takes ownership of `fd`; one reference, the caller's.
+  // Takes ownership of `fd`; one reference, the caller's. The first asks
+  // the kernel whether `fd` was opened with O_DIRECT (fcntl), the second is
+  // told (an open that knows its flags, or a dup of a File, which shares
+  // them).
   static FileDescriptor* adopt(int fd);
+  static FileDescriptor* adopt(int fd, bool direct_io);
 
   int fd() const noexcept { return fd_; }
+  // O_DIRECT, as it was when the descriptor was adopted (a later fcntl on
+  // File::native_handle() is not seen). Such a file's reads and writes skip
+  // the inline attempt, which would wait for the device on the calling
+  // worker, and go through a page-aligned buffer (file.cpp, engine_read).
+  bool direct_io() const noexcept { return direct_io_; }
 
   void retain() noexcept {
     // relaxed: the caller already holds a reference, so the object cannot go
@@ -33,8 +42,9 @@ class FileDescriptor {
   std::error_code release() noexcept;
 
  private:
-  explicit FileDescriptor(int fd) noexcept : fd_(fd) {}
+  FileDescriptor(int fd, bool direct_io) noexcept : fd_(fd), direct_io_(direct_io) {}
   const int fd_;
+  const bool direct_io_;
   // acq_rel in release(): the decrement that reaches zero must see every
   // other holder's use of the descriptor before it closes it (their release
   // pairs with its acquire).
@@ -61,6 +71,7 @@ class FdRef {
     return fd ? fd->release() : std::error_code{};
   }
   int fd() const noexcept { return fd_ ? fd_->fd() : -1; }
+  bool direct_io() const noexcept { return fd_ && fd_->direct_io(); }
   FileDescriptor* get() const noexcept { return fd_; }
   explicit operator bool() const noexcept { return fd_ != nullptr; }
 

@@ -96,16 +96,10 @@ void run_blocking(FileOp& op) noexcept {
       break;
     }
     case OpKind::kRead: {
-      try {
-        op.buffer.resize(op.len);
-      } catch (const std::bad_alloc&) {
-        op.res = -ENOMEM;
-        break;
-      }
       ssize_t n;
       do {
-        n = op.offset < 0 ? ::read(op.file.fd(), op.buffer.data(), op.len)
-                          : ::pread(op.file.fd(), op.buffer.data(), op.len, op.offset);
+        n = op.offset < 0 ? ::read(op.file.fd(), op.io_data(), op.len)
+                          : ::pread(op.file.fd(), op.io_data(), op.len, op.offset);
       } while (n < 0 && errno == EINTR);
       op.res = n < 0 ? neg_errno() : n;
       break;
@@ -113,8 +107,8 @@ void run_blocking(FileOp& op) noexcept {
     case OpKind::kWrite: {
       ssize_t n;
       do {
-        n = op.offset < 0 ? ::write(op.file.fd(), op.buffer.data(), op.buffer.size())
-                          : ::pwrite(op.file.fd(), op.buffer.data(), op.buffer.size(), op.offset);
+        n = op.offset < 0 ? ::write(op.file.fd(), op.io_data(), op.len)
+                          : ::pwrite(op.file.fd(), op.io_data(), op.len, op.offset);
       } while (n < 0 && errno == EINTR);
       op.res = n < 0 ? neg_errno() : n;
       break;

@@ -35,6 +35,8 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,26 @@ struct FileOp {
   // kRead: the destination (len bytes); kWrite/kWriteFile: the bytes to
   // write; kReadFile: the file's contents.
   std::vector<std::byte> buffer;
+  // kRead/kWrite of an O_DIRECT file: the kernel refuses (EINVAL) a buffer
+  // whose address is not a multiple of the device's logical block size,
+  // and a vector's is not; the len bytes are then here instead, aligned to
+  // kDirectIoAlign. io_data() is whichever of the two the op uses.
+  struct FreeBytes {
+    void operator()(std::byte* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<std::byte, FreeBytes> aligned;
+  // 4096: the largest logical block size Linux's block layer supports, so
+  // a multiple of any device's (512 on most disks, 4096 on some).
+  static constexpr std::size_t kDirectIoAlign = 4096;
+  // Allocates `aligned` for len bytes; false if out of memory.
+  bool allocate_aligned() noexcept {
+    const std::size_t size = (len + kDirectIoAlign - 1) / kDirectIoAlign * kDirectIoAlign;
+    aligned.reset(static_cast<std::byte*>(std::aligned_alloc(kDirectIoAlign, size)));
+    return aligned != nullptr;
+  }
+  // kRead's destination, kWrite's source (len bytes, allocated by the
+  // op's creator).
+  std::byte* io_data() noexcept { return aligned ? aligned.get() : buffer.data(); }
 
   // ---- outputs (written by the engine before kDone) ----
   std::int64_t res = 0;        // >= 0: the value; < 0: -errno

@@ -59,8 +59,8 @@ std::int64_t write_nowait(int fd, const void* buf, std::size_t len, std::int64_t
   }
 }
 
-File make_file(int fd) {
-  return File::from_fd(fd).value();
+File make_file(int fd, int open_flags) {
+  return File(FileDescriptor::adopt(fd, (open_flags & O_DIRECT) != 0));
 }
 
 }  // namespace detail
@@ -111,25 +111,34 @@ FdRef share(FileDescriptor* fd) noexcept {
 // cancelled caller may free).
 Task<Expected<std::size_t>> engine_read(FdRef file, io::MutableBuffer buf, std::int64_t offset) {
   auto* op = new FileOp(OpKind::kRead);
+  OpAwaiter wait(op);  // owns the op from here, whatever throws
+  op->len = std::min(buf.size(), detail::kMaxIoChunk);
+  if (!file.direct_io())
+    op->buffer.resize(op->len);
+  else if (!op->allocate_aligned())
+    co_return std::error_code(ENOMEM, std::system_category());
   op->file = std::move(file);
   op->offset = offset;
-  op->len = std::min(buf.size(), detail::kMaxIoChunk);
-  OpAwaiter wait(op);
   if (!co_await wait) co_return errc::no_runtime;
   if (op->res < 0) co_return errno_code(op->res);
   const auto n = static_cast<std::size_t>(op->res);
-  std::memcpy(buf.data(), op->buffer.data(), n);
+  std::memcpy(buf.data(), op->io_data(), n);
   co_return n;
 }
 
 // An engine write of at most kMaxIoChunk bytes (copied into the op first).
 Task<Expected<std::size_t>> engine_write(FdRef file, io::ConstBuffer bytes, std::int64_t offset) {
   auto* op = new FileOp(OpKind::kWrite);
+  OpAwaiter wait(op);
+  op->len = std::min(bytes.size(), detail::kMaxIoChunk);
+  if (!file.direct_io()) {
+    op->buffer.assign(bytes.data(), bytes.data() + op->len);
+  } else {
+    if (!op->allocate_aligned()) co_return std::error_code(ENOMEM, std::system_category());
+    std::memcpy(op->io_data(), bytes.data(), op->len);
+  }
   op->file = std::move(file);
   op->offset = offset;
-  const std::size_t n = std::min(bytes.size(), detail::kMaxIoChunk);
-  op->buffer.assign(bytes.data(), bytes.data() + n);
-  OpAwaiter wait(op);
   if (!co_await wait) co_return errc::no_runtime;
   if (op->res < 0) co_return errno_code(op->res);
   co_return static_cast<std::size_t>(op->res);
@@ -141,11 +150,15 @@ Task<Expected<std::size_t>> read_impl(FdRef fd, io::MutableBuffer buf, std::int6
   if (!fd) co_return std::error_code(EBADF, std::system_category());
   if (buf.size() == 0) co_return std::size_t{0};
   if (!detail::spend_budget()) co_await volt::yield_now();
-  const std::size_t len = std::min(buf.size(), detail::kMaxIoChunk);
-  const std::int64_t n = detail::read_nowait(fd.fd(), buf.data(), len, offset);
-  if (n != -EAGAIN) {
-    if (n < 0) co_return errno_code(n);
-    co_return static_cast<std::size_t>(n);
+  // O_DIRECT never reads the page cache: RWF_NOWAIT would not refuse it,
+  // and the read would wait for the device on this worker.
+  if (!fd.direct_io()) {
+    const std::size_t len = std::min(buf.size(), detail::kMaxIoChunk);
+    const std::int64_t n = detail::read_nowait(fd.fd(), buf.data(), len, offset);
+    if (n != -EAGAIN) {
+      if (n < 0) co_return errno_code(n);
+      co_return static_cast<std::size_t>(n);
+    }
   }
   Expected<std::size_t> r = co_await engine_read(fd, buf, offset);
   co_return r;
@@ -155,11 +168,13 @@ Task<Expected<std::size_t>> write_impl(FdRef fd, io::ConstBuffer bytes, std::int
   if (!fd) co_return std::error_code(EBADF, std::system_category());
   if (bytes.size() == 0) co_return std::size_t{0};
   if (!detail::spend_budget()) co_await volt::yield_now();
-  const std::size_t len = std::min(bytes.size(), detail::kMaxIoChunk);
-  const std::int64_t n = detail::write_nowait(fd.fd(), bytes.data(), len, offset);
-  if (n != -EAGAIN) {
-    if (n < 0) co_return errno_code(n);
-    co_return static_cast<std::size_t>(n);
+  if (!fd.direct_io()) {  // as in read_impl
+    const std::size_t len = std::min(bytes.size(), detail::kMaxIoChunk);
+    const std::int64_t n = detail::write_nowait(fd.fd(), bytes.data(), len, offset);
+    if (n != -EAGAIN) {
+      if (n < 0) co_return errno_code(n);
+      co_return static_cast<std::size_t>(n);
+    }
   }
   Expected<std::size_t> r = co_await engine_write(fd, bytes, offset);
   co_return r;
@@ -282,7 +297,8 @@ Task<Expected<File>> File::try_clone() const {
   if (!fd_) return ready<File>(std::error_code(EBADF, std::system_category()));
   const int fd = ::fcntl(fd_->fd(), F_DUPFD_CLOEXEC, 0);  // never blocks
   if (fd < 0) return ready<File>(std::error_code(errno, std::system_category()));
-  return ready<File>(File(FileDescriptor::adopt(fd)));
+  // A dup shares the open file's status flags, O_DIRECT among them.
+  return ready<File>(File(FileDescriptor::adopt(fd, fd_->direct_io())));
 }
 
 Task<Expected<void>> File::close() {

@@ -17,7 +17,7 @@ std::error_code errno_code(std::int64_t negative_errno) noexcept;
 bool spend_budget() noexcept;
 // pwritev2 with RWF_NOWAIT; -EAGAIN: use the engine (see nowait.hpp).
 std::int64_t write_nowait(int fd, const void* buf, std::size_t len, std::int64_t offset) noexcept;
-// A File owning `fd` (>= 0).
-File make_file(int fd);
+// A File owning `fd` (>= 0), opened with `open_flags` (O_DIRECT is read).
+File make_file(int fd, int open_flags);
 
 }  // namespace volt::fs::detail

@@ -275,13 +275,11 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
         io_uring_prep_openat(s, AT_FDCWD, op->path.c_str(), op->flags | O_CLOEXEC, op->mode);
         break;
       case OpKind::kRead:
-        op->buffer.resize(op->len);
-        io_uring_prep_read(s, op->file.fd(), op->buffer.data(), static_cast<unsigned>(op->len),
+        io_uring_prep_read(s, op->file.fd(), op->io_data(), static_cast<unsigned>(op->len),
                            static_cast<std::uint64_t>(op->offset));
         break;
       case OpKind::kWrite:
-        io_uring_prep_write(s, op->file.fd(), op->buffer.data(),
-                            static_cast<unsigned>(op->buffer.size()),
+        io_uring_prep_write(s, op->file.fd(), op->io_data(), static_cast<unsigned>(op->len),
                             static_cast<std::uint64_t>(op->offset));
         break;
       case OpKind::kFsync:

@@ -185,7 +185,7 @@ Task<Expected<File>> open_engine(std::string path, int flags, std::uint32_t mode
   OpAwaiter wait(op);
   if (!co_await wait) co_return errc::no_runtime;
   if (op->res < 0) co_return errno_code(op->res);
-  co_return detail::make_file(op->take_fd());
+  co_return detail::make_file(op->take_fd(), op->flags);
 }
 
 }  // namespace
@@ -229,7 +229,7 @@ Task<Expected<File>> OpenOptions::open(const std::filesystem::path& path) const 
   if (!(*f & (O_CREAT | O_TRUNC))) {
     const bool yield_first = !detail::spend_budget();
     const int fd = detail::open_cached(path.c_str(), *f);
-    if (fd >= 0) return deliver<File>(detail::make_file(fd), yield_first);
+    if (fd >= 0) return deliver<File>(detail::make_file(fd, *f), yield_first);
     if (fd != -EAGAIN) return deliver<File>(errno_code(fd), yield_first);
   }
   return open_engine(path.native(), *f, mode_);

@@ -53,6 +53,13 @@
 //    there); the destructor closes too but cannot report.
 //  - A File may be used on any runtime and outside one (then step 1 only;
 //    step 2 gives errc::no_runtime).
+//  - O_DIRECT (OpenOptions::custom_flags, or a descriptor given to from_fd
+//    that has it): reads and writes always take step 2, since a direct read
+//    goes to the device even when asked not to wait, and the kernel sees a
+//    buffer of the operation's own aligned to 4096 bytes, so the caller's
+//    buffer may sit anywhere; its offset and length must still be multiples
+//    of the device's block size (EINVAL otherwise, from the kernel). O_DIRECT
+//    set afterwards with fcntl on native_handle() is not seen.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +78,7 @@ class File;
 
 namespace detail {
 class FileDescriptor;  // the refcounted owner of a descriptor (src/fs/descriptor.hpp)
+File make_file(int fd, int open_flags);  // src/fs/file.cpp
 }  // namespace detail
 
 // Where seek moves the cursor: from the start, the end, or the current
@@ -209,6 +217,7 @@ class File {
  private:
   explicit File(detail::FileDescriptor* fd) noexcept;
   friend class OpenOptions;
+  friend File detail::make_file(int fd, int open_flags);
   detail::FileDescriptor* fd_ = nullptr;  // one reference, or null
 };
 
