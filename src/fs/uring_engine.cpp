@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -109,6 +110,15 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
         // A FIFO or device already open (whole_file.cpp): waiting for its
         // input is the pool's (run_blocking), not a ring's.
         if (op->opened_fd >= 0) {
+          run_on_pool(pool_, op);
+          return;
+        }
+        // The chain's read needs its buffer: sized here, outside the
+        // submission mutex and its noexcept, with the pool (whose read
+        // reports ENOMEM) as the way out when memory is short.
+        try {
+          op->buffer.resize(kChainReadSize);
+        } catch (const std::bad_alloc&) {
           run_on_pool(pool_, op);
           return;
         }
@@ -326,8 +336,7 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
     s->user_data = tag(op, 0);
   }
   void prep_chain_read_and_close(FileOp* op, io_uring_sqe* rw, int slot) noexcept {
-    op->buffer.resize(kChainReadSize);
-    io_uring_prep_read(rw, slot, op->buffer.data(), kChainReadSize, 0);
+    io_uring_prep_read(rw, slot, op->buffer.data(), kChainReadSize, 0);  // sized by submit()
     rw->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
     rw->user_data = tag(op, 1);
     io_uring_sqe* close = io_uring_get_sqe(&ring_);
