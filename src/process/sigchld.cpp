@@ -38,10 +38,12 @@
 // Limits (documented in process.hpp): a SIGCHLD handler installed by
 // someone else after ours replaces it (then exits are seen by the 100 ms
 // sweep only); SIGCHLD set to SIG_IGN makes the kernel reap children itself
-// (wait gives ECHILD, within a sweep). Between someone else's reaping and
-// our next sweep, kill() and a kill-on-drop still signal the pid, which the
-// kernel may have given to another process by then: the pidfd mode has no
-// such window, which is why it is the default.
+// (wait gives ECHILD, within a sweep). kill() and a kill-on-drop first try
+// to reap the pid (still_running_locked): a child someone else reaped is
+// found gone there and not signalled. What remains is another party's
+// waitpid(-1) between that try and the kill, after which the kill signals a
+// pid the kernel may give out again (only after a wrap of the pid space);
+// the pidfd mode has no such window, which is why it is the default.
 //
 // Lock order: registry mutex, then the Wakeup's mutex (sigchld_register);
 // the scanner never holds the Wakeup's mutex while taking the registry's.
@@ -282,14 +284,34 @@ std::optional<Expected<ExitStatus>> sigchld_try_reap(ExitWatch& w) {
   return w.result;
 }
 
-Expected<void> sigchld_signal(ExitWatch& w, int signum) {
-  // Reaping happens only under the registry mutex: while we hold it the pid
-  // is still our unreaped child (or already reaped and then not signalled).
-  std::lock_guard guard(registry().mutex);
+namespace {
+
+// Under the registry mutex, before signalling w.pid: reaps it if it has
+// exited, and records ECHILD if it is no longer our child at all (someone
+// else reaped it, and the kernel may have given its pid to another process
+// since). True if it is still our running child, the only case in which a
+// signal may be sent: our reaping happens only under this mutex, so it stays
+// ours until the kill, and only another party's waitpid(-1) between the
+// two can still take it (the pid then needs a wrap of the pid space before
+// the kill to be reused).
+bool still_running_locked(Registry& r, ExitWatch& w) {
   {
     std::lock_guard watch_guard(w.lock);
-    if (w.result) return {};
+    if (w.result) return false;
   }
+  if (!reap_locked(w)) return true;
+  auto it = r.children.find(w.pid);
+  if (it != r.children.end() && it->second.get() == &w) r.children.erase(it);
+  return false;
+}
+
+}  // namespace
+
+Expected<void> sigchld_signal(ExitWatch& w, int signum) {
+  Registry& r = registry();
+  std::lock_guard guard(r.mutex);
+  // An exited child has nothing to signal, as in the pidfd mode (ESRCH).
+  if (!still_running_locked(r, w)) return {};
   if (::kill(w.pid, signum) != 0) return std::error_code(errno, std::system_category());
   return {};
 }
@@ -297,13 +319,10 @@ Expected<void> sigchld_signal(ExitWatch& w, int signum) {
 void sigchld_orphan(ExitWatch& w, bool kill) noexcept {
   Registry& r = registry();
   std::lock_guard guard(r.mutex);
-  {
-    std::lock_guard watch_guard(w.lock);
-    if (w.result) return;
-  }
-  if (kill) ::kill(w.pid, SIGKILL);
-  // Still registered: the scanner reaps it when it exits.
-  if (reap_locked(w)) {
+  if (!still_running_locked(r, w)) return;
+  if (!kill) return;  // still registered: the scanner reaps it when it exits
+  ::kill(w.pid, SIGKILL);
+  if (reap_locked(w)) {  // a killed child usually is not gone yet: then the scanner
     auto it = r.children.find(w.pid);
     if (it != r.children.end() && it->second.get() == &w) r.children.erase(it);
   }

@@ -611,6 +611,10 @@ TEST_P(ProcessTest, ChildReapedBySomeoneElseEndsItsWait) {
       const bool reaped_here = r == child->id();
       // Otherwise the fallback's scanner reaped it first (ECHILD here).
       EXPECT_TRUE(reaped_here || errno == ECHILD) << std::strerror(errno);
+      // Gone: nothing to signal, and its pid is not ours to signal any more
+      // (the fallback used to kill(2) it, and report that call's ESRCH).
+      Expected<void> killed = child->start_kill();
+      EXPECT_TRUE(killed) << killed.error().message();
       Expected<Expected<ExitStatus>> st = co_await volt::timeout(10s, child->wait());
       EXPECT_TRUE(st) << "wait() did not end";
       if (!st) co_return;

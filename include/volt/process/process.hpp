@@ -60,6 +60,9 @@
 //  - kill(), start_kill() and signal() go through the pidfd
 //    (pidfd_send_signal), so they can never reach another process that
 //    reused the pid. Once the child was reaped they send nothing and succeed.
+//    (The SIGCHLD fallback, without pidfds, signals the pid; it first
+//    checks, in the same critical section as its own reaping, that the pid
+//    is still its running child.)
 //  - wait_with_output() and output() read stdout and stderr concurrently:
 //    a child filling both pipes cannot deadlock. Cancelling them (or
 //    status()) drops the Child: it keeps running unless kill_on_drop(true)
