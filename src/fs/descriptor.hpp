@@ -29,7 +29,7 @@ class FileDescriptor {
   // O_DIRECT, as it was when the descriptor was adopted (a later fcntl on
   // File::native_handle() is not seen). Such a file's reads and writes skip
   // the inline attempt, which would wait for the device on the calling
-  // worker, and go through a page-aligned buffer (file.cpp, engine_read).
+  // worker, and go through a 4096-aligned buffer (FileOp::allocate).
   bool direct_io() const noexcept { return direct_io_; }
 
   void retain() noexcept {

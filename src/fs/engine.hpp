@@ -36,7 +36,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -52,8 +54,8 @@ namespace volt::fs::detail {
 
 enum class OpKind : std::uint8_t {
   kOpen,       // path, flags, mode -> opened_fd
-  kRead,       // file, offset (-1: the cursor), len -> buffer[0, res)
-  kWrite,      // file, offset (-1: the cursor), buffer -> res bytes
+  kRead,       // file, offset (-1: the cursor), len -> io_data()[0, res)
+  kWrite,      // file, offset (-1: the cursor), io_data()[0, len) -> res bytes
   kFsync,      // file, datasync
   kStatx,      // path (or file with an empty path), flags -> stx
   kReadFile,   // path -> buffer (the whole file)
@@ -84,24 +86,50 @@ struct FileOp {
   // write; kReadFile: the file's contents.
   std::vector<std::byte> buffer;
   // kRead/kWrite of an O_DIRECT file: the kernel refuses (EINVAL) a buffer
-  // whose address is not a multiple of the device's logical block size,
-  // and a vector's is not; the len bytes are then here instead, aligned to
-  // kDirectIoAlign. io_data() is whichever of the two the op uses.
+  // whose address is not a multiple of the device's DMA alignment
+  // (statx's stx_dio_mem_align: 512 on many disks), which a vector's need
+  // not be; the len bytes are then here instead, aligned to kDirectIoAlign.
+  // io_data() is whichever of the two the op uses.
   struct FreeBytes {
     void operator()(std::byte* p) const noexcept { std::free(p); }
   };
   std::unique_ptr<std::byte, FreeBytes> aligned;
-  // 4096: the largest logical block size Linux's block layer supports, so
-  // a multiple of any device's (512 on most disks, 4096 on some).
+  // A multiple of every DMA alignment we know of (and of the usual logical
+  // block sizes, which bound the offset and the length instead). Not read
+  // from statx per file: one constant costs at most a few bytes of padding.
   static constexpr std::size_t kDirectIoAlign = 4096;
-  // Allocates `aligned` for len bytes; false if out of memory.
+  // kRead/kWrite: makes room for len bytes, `aligned` for an O_DIRECT file,
+  // else the vector (zero-filled). False if out of memory: errors are values
+  // (volt/fs/file.hpp), so a bad_alloc is not let out.
+  bool allocate(bool direct_io) noexcept {
+    if (direct_io) return allocate_aligned();
+    try {
+      buffer.resize(len);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    return true;
+  }
+  // kWrite: the same, filled with the len bytes at `from` (the vector copied
+  // straight from them, not zero-filled first).
+  bool fill(const std::byte* from, bool direct_io) noexcept {
+    if (direct_io) {
+      if (!allocate_aligned()) return false;
+      std::memcpy(aligned.get(), from, len);
+      return true;
+    }
+    try {
+      buffer.assign(from, from + len);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    return true;
+  }
   bool allocate_aligned() noexcept {
     const std::size_t size = (len + kDirectIoAlign - 1) / kDirectIoAlign * kDirectIoAlign;
     aligned.reset(static_cast<std::byte*>(std::aligned_alloc(kDirectIoAlign, size)));
     return aligned != nullptr;
   }
-  // kRead's destination, kWrite's source (len bytes, allocated by the
-  // op's creator).
   std::byte* io_data() noexcept { return aligned ? aligned.get() : buffer.data(); }
 
   // ---- outputs (written by the engine before kDone) ----

@@ -113,10 +113,7 @@ Task<Expected<std::size_t>> engine_read(FdRef file, io::MutableBuffer buf, std::
   auto* op = new FileOp(OpKind::kRead);
   OpAwaiter wait(op);  // owns the op from here, whatever throws
   op->len = std::min(buf.size(), detail::kMaxIoChunk);
-  if (!file.direct_io())
-    op->buffer.resize(op->len);
-  else if (!op->allocate_aligned())
-    co_return std::error_code(ENOMEM, std::system_category());
+  if (!op->allocate(file.direct_io())) co_return std::error_code(ENOMEM, std::system_category());
   op->file = std::move(file);
   op->offset = offset;
   if (!co_await wait) co_return errc::no_runtime;
@@ -131,12 +128,8 @@ Task<Expected<std::size_t>> engine_write(FdRef file, io::ConstBuffer bytes, std:
   auto* op = new FileOp(OpKind::kWrite);
   OpAwaiter wait(op);
   op->len = std::min(bytes.size(), detail::kMaxIoChunk);
-  if (!file.direct_io()) {
-    op->buffer.assign(bytes.data(), bytes.data() + op->len);
-  } else {
-    if (!op->allocate_aligned()) co_return std::error_code(ENOMEM, std::system_category());
-    std::memcpy(op->io_data(), bytes.data(), op->len);
-  }
+  if (!op->fill(bytes.data(), file.direct_io()))
+    co_return std::error_code(ENOMEM, std::system_category());
   op->file = std::move(file);
   op->offset = offset;
   if (!co_await wait) co_return errc::no_runtime;

@@ -59,7 +59,7 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
  public:
   UringEngine(volt::detail::Driver& driver, volt::detail::BlockingPool& pool, io_uring& ring,
               bool direct_slots)
-      : driver_(driver), pool_(pool), ring_(ring) {
+      : driver_(driver), pool_(pool), ring_(ring), direct_slots_(direct_slots) {
     if (direct_slots) {
       for (unsigned i = kDirectSlots; i-- > 0;)
         free_slots_.push_back(static_cast<int>(i));
@@ -109,7 +109,9 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
       case OpKind::kReadFile:
         // A FIFO or device already open (whole_file.cpp): waiting for its
         // input is the pool's (run_blocking), not a ring's.
-        if (op->opened_fd >= 0) {
+        // Without registered slots (a kernel before 5.19, or a descriptor
+        // limit below kDirectSlots) there is no chain: the pool reads it.
+        if (op->opened_fd >= 0 || !direct_slots_) {
           run_on_pool(pool_, op);
           return;
         }
@@ -464,6 +466,7 @@ class UringEngine final : public FileEngine, public volt::detail::CompletionSour
   std::mutex submit_mutex_;  // the submission queue and free_slots_
   volt::detail::SpinLock reap_lock_;
   std::vector<int> free_slots_;
+  const bool direct_slots_;  // registered at start: whole-file chains possible
   // Requests whose ops the engine still holds.
   std::atomic<std::uint64_t> in_flight_{0};
 };

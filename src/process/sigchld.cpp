@@ -43,7 +43,9 @@
 // found gone there and not signalled. What remains is another party's
 // waitpid(-1) between that try and the kill, after which the kill signals a
 // pid the kernel may give out again (only after a wrap of the pid space);
-// the pidfd mode has no such window, which is why it is the default.
+// and a pid reaped elsewhere and given again (after a wrap) to another child
+// of this process that volt did not spawn, which the try then takes for
+// ours. The pidfd mode has neither, which is why it is the default.
 //
 // Lock order: registry mutex, then the Wakeup's mutex (sigchld_register);
 // the scanner never holds the Wakeup's mutex while taking the registry's.

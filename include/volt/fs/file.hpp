@@ -59,7 +59,8 @@
 //    buffer of the operation's own aligned to 4096 bytes, so the caller's
 //    buffer may sit anywhere; its offset and length must still be multiples
 //    of the device's block size (EINVAL otherwise, from the kernel). O_DIRECT
-//    set afterwards with fcntl on native_handle() is not seen.
+//    set afterwards with fcntl on native_handle() is not seen. Outside a
+//    runtime such a file's reads and writes give errc::no_runtime.
 #pragma once
 
 #include <cstdint>

@@ -62,7 +62,7 @@
 //    reused the pid. Once the child was reaped they send nothing and succeed.
 //    (The SIGCHLD fallback, without pidfds, signals the pid; it first
 //    checks, in the same critical section as its own reaping, that the pid
-//    is still its running child.)
+//    is still a running child of this process.)
 //  - wait_with_output() and output() read stdout and stderr concurrently:
 //    a child filling both pipes cannot deadlock. Cancelling them (or
 //    status()) drops the Child: it keeps running unless kill_on_drop(true)
