@@ -272,6 +272,19 @@ std::optional<Expected<ExitStatus>> sigchld_result(ExitWatch& w) {
   return w.result;
 }
 
+namespace {
+
+// reap_locked, and once `w` is gone its registry entry goes too (only if
+// it is still w's: a newer child may have been registered under the pid).
+bool reap_and_unregister_locked(Registry& r, ExitWatch& w) {
+  if (!reap_locked(w)) return false;
+  auto it = r.children.find(w.pid);
+  if (it != r.children.end() && it->second.get() == &w) r.children.erase(it);
+  return true;
+}
+
+}  // namespace
+
 std::optional<Expected<ExitStatus>> sigchld_try_reap(ExitWatch& w) {
   Registry& r = registry();
   std::lock_guard guard(r.mutex);
@@ -279,9 +292,7 @@ std::optional<Expected<ExitStatus>> sigchld_try_reap(ExitWatch& w) {
     std::lock_guard watch_guard(w.lock);
     if (w.result) return w.result;
   }
-  if (!reap_locked(w)) return std::nullopt;
-  auto it = r.children.find(w.pid);
-  if (it != r.children.end() && it->second.get() == &w) r.children.erase(it);
+  if (!reap_and_unregister_locked(r, w)) return std::nullopt;
   std::lock_guard watch_guard(w.lock);
   return w.result;
 }
@@ -301,10 +312,7 @@ bool still_running_locked(Registry& r, ExitWatch& w) {
     std::lock_guard watch_guard(w.lock);
     if (w.result) return false;
   }
-  if (!reap_locked(w)) return true;
-  auto it = r.children.find(w.pid);
-  if (it != r.children.end() && it->second.get() == &w) r.children.erase(it);
-  return false;
+  return !reap_and_unregister_locked(r, w);
 }
 
 }  // namespace
@@ -324,10 +332,8 @@ void sigchld_orphan(ExitWatch& w, bool kill) noexcept {
   if (!still_running_locked(r, w)) return;
   if (!kill) return;  // still registered: the scanner reaps it when it exits
   ::kill(w.pid, SIGKILL);
-  if (reap_locked(w)) {  // a killed child usually is not gone yet: then the scanner
-    auto it = r.children.find(w.pid);
-    if (it != r.children.end() && it->second.get() == &w) r.children.erase(it);
-  }
+  // A killed child is usually not gone yet: then the scanner reaps it.
+  reap_and_unregister_locked(r, w);
 }
 
 }  // namespace volt::process::detail
