@@ -51,15 +51,19 @@ void RuntimeCore::hand_off_worker() {
 }
 
 void RuntimeCore::shutdown_blocking(std::chrono::steady_clock::time_point deadline) noexcept {
-  const auto now = std::chrono::steady_clock::now();
+  // File operations in flight first: the io_uring engine's completions may
+  // hand work to the pool (the rest of a large read).
+  files_->shutdown(deadline);
+  // What is left of the one bound, measured after the engine's wait: taken
+  // before it, a read parked in the ring (a pipe, which never completes)
+  // spent the whole bound there and the pool then waited it again, twice
+  // the shutdown_timeout in all.
   const std::chrono::nanoseconds left =
       deadline == std::chrono::steady_clock::time_point::max()
           ? std::chrono::nanoseconds::max()
           : std::max(std::chrono::nanoseconds::zero(),
-                     std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now));
-  // File operations in flight first: the io_uring engine's completions may
-  // hand work to the pool (the rest of a large read).
-  files_->shutdown(deadline);
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         deadline - std::chrono::steady_clock::now()));
   blocking_->shutdown(left);
 }
 

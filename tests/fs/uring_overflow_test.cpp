@@ -1,6 +1,6 @@
 // The io_uring file engine (src/fs/uring_engine.cpp) under more completions
-// at once than its completion queue holds, and under submissions the kernel
-// refuses.
+// at once than its completion queue holds, under submissions the kernel
+// refuses, and at shutdown with a read that never completes.
 //
 // Completion-queue overflow: the ring has 256 SQ entries and so 512 CQ
 // entries. When more completions than that are posted before anyone reaps,
@@ -28,6 +28,7 @@
 
 #include "fs/fs_support.hpp"
 #include "fs/uring_engine.hpp"
+#include "volt/task/spawn_blocking.hpp"
 #include "volt/time/sleep.hpp"
 #include "volt/time/timeout.hpp"
 
@@ -95,6 +96,60 @@ TEST_P(UringOverflowTest, MoreCompletionsAtOnceThanTheCompletionQueueHoldsAllArr
   ::close(fds[1]);
   rt.reset();  // cancels stuck readers; the ring's shutdown wait flushes the overflow
   reader.reset();
+}
+
+// shutdown_timeout(d) is one bound for the workers, the file engine and the
+// blocking pool together. A read parked in the ring (a pipe nobody writes)
+// keeps the engine's shutdown waiting to the deadline; the pool's wait for a
+// job still running must then take only what is left of d. Before, the pool
+// was given the time left as it was before the engine's wait, so shutdown
+// took 2d.
+class UringShutdownTest : public ::testing::TestWithParam<UringMode> {};
+
+INSTANTIATE_TEST_SUITE_P(Modes, UringShutdownTest,
+                         ::testing::Values(UringMode{"MT2", kMultiThread2},
+                                           UringMode{"CT", kCurrentThread}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST_P(UringShutdownTest, ShutdownTimeoutIsOneBoundForTheRingAndThePool) {
+  std::optional<Runtime> rt;
+  {
+    Runtime::Builder b = make_builder(GetParam().flavour);
+    b.io_uring(true);
+    rt.emplace(b.build());
+  }
+  if (!rt->uses_io_uring()) GTEST_SKIP() << "io_uring refused by this kernel";
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  std::optional<fs::File> reader(fs::File::from_fd(fds[0]).value());
+  std::atomic<int> done{0};
+  std::atomic<int> ok{0};
+  std::atomic<bool> release{false};
+  std::atomic<bool> job_running{false};
+  rt->block_on([](const fs::File* f, std::atomic<int>* done, std::atomic<int>* ok,
+                  std::atomic<bool>* release, std::atomic<bool>* job_running) -> Task<void> {
+    (void)volt::spawn(read_one_byte(f, done, ok));
+    (void)volt::spawn_blocking([release, job_running] {
+      job_running->store(true);
+      while (!release->load())
+        std::this_thread::sleep_for(1ms);
+    });
+    co_await volt::sleep(200ms);  // the read reaches the ring, the job starts
+  }(&*reader, &done, &ok, &release, &job_running));
+  EXPECT_TRUE(job_running.load());
+  EXPECT_EQ(done.load(), 0);
+  const auto start = std::chrono::steady_clock::now();
+  rt->shutdown_timeout(1s);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  // 1 s and a little with the one bound; 2 s when each wait had it whole.
+  EXPECT_LT(elapsed, 1700ms)
+      << "shutdown_timeout(1s) took "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() << " ms";
+  release.store(true);
+  EXPECT_EQ(::write(fds[1], "x", 1), 1);  // completes the parked read, if it is still in the ring
+  rt.reset();
+  reader.reset();
+  ::close(fds[1]);
 }
 
 // Refused submissions: io_uring_enter says EAGAIN (no memory for a request)
