@@ -77,6 +77,16 @@ Session::Session(const Context& context) : context_(context.state()) {
 }
 
 Session::~Session() {
+  // Dropped without a close_notify sent: SSL_free would take the connection
+  // for a failed one and mark its session not resumable, and a client's
+  // session is the object the Context's cache holds (the one a TLS 1.3 ticket
+  // made, or the cached one a TLS 1.2 connection resumed), so every later
+  // connection to that name would do a full handshake. A connection dropped
+  // by its owner did not fail: count it as shut down, as nginx does. One that
+  // met a fatal error keeps OpenSSL's verdict (its alert already removed the
+  // session, as RFC 5246 asks).
+  if (ssl_ != nullptr && established_ && !fatal_)
+    SSL_set_shutdown(ssl_, SSL_get_shutdown(ssl_) | SSL_SENT_SHUTDOWN);
   SSL_free(ssl_);  // frees the BIO too
   live_sessions.fetch_sub(1, std::memory_order_relaxed);
 }

@@ -1118,6 +1118,34 @@ TEST(TlsResumption, MutualTlsResumes) {
   }());
 }
 
+// A client connection dropped without shutdown() (no close_notify sent)
+// must not spoil the session the client Context remembered: SSL_free marks
+// the connection's session not resumable unless it counts as shut down, and
+// that session is the very object in the Context's cache (the one a TLS 1.3
+// ticket created, or the cached one a TLS 1.2 connection resumed with). The
+// next connection to the name then quietly did a full handshake.
+TEST(TlsResumption, DroppingAStreamWithoutShutdownKeepsTheSession) {
+  Runtime rt = make_runtime(kMultiThread2);
+  rt.block_on([]() -> Task<void> {
+    for (const tls::Version v : {tls::Version::tls1_3, tls::Version::tls1_2}) {
+      const std::string trace = v == tls::Version::tls1_3 ? "TLS 1.3" : "TLS 1.2";
+      const tls::Context server = server_builder().max_version(v).build().value();
+      const tls::Context client = client_context();
+      for (int i = 0; i < 3; ++i) {
+        Handshake h = co_await handshake_pair(server, client, "localhost");
+        EXPECT_TRUE(h.client && h.server) << trace << " connection " << i;
+        if (!h.client || !h.server) continue;
+        EXPECT_EQ(SSL_session_reused(h.client->native_handle()), i > 0 ? 1 : 0)
+            << trace << " connection " << i;
+        JoinHandle<std::error_code> echo = spawn(echo_session(std::move(*h.server)));
+        EXPECT_TRUE(co_await echo_once(*h.client, "tickets arrive with this")) << trace;
+        { TlsStream dropped = std::move(*h.client); }  // no shutdown(): no close_notify
+        (void)co_await echo;                           // the server sees the truncation
+      }
+    }
+  }());
+}
+
 // ---- load ----
 
 Task<bool> load_client(SocketAddr addr, tls::Context ctx, int i) {

@@ -33,6 +33,8 @@
 //  - session_resumption(false): no session cache and no tickets (every
 //    handshake is full). On (the default), a server issues tickets and a
 //    client remembers one session per server name and offers it next time.
+//    A connection dropped without shutdown() leaves its session resumable;
+//    one that ended in a fatal error (an alert, a truncated stream) does not.
 //  - native_handle() is the SSL_CTX* (an escape hatch for anything not
 //    wrapped here); change it only before the first connection uses it.
 #pragma once
