@@ -36,7 +36,10 @@
 //    inside a long poll; those finish in the background and clean up after
 //    themselves. Blocking-pool work that has not started is cancelled
 //    (errc::runtime_shutdown); running blocking work is waited for, within
-//    the same bound d.
+//    the same bound d. Known limit: a file operation still in io_uring when
+//    d runs out (a read of a pipe nobody writes) is never reaped, and it
+//    keeps the runtime's memory and the file's descriptor for the rest of
+//    the process.
 //
 // Example:
 //
