@@ -55,6 +55,14 @@ INSTANTIATE_TEST_SUITE_P(Modes, UringOverflowTest,
                                            UringMode{"CT", kCurrentThread}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// A runtime that asks for the io_uring file engine (uses_io_uring() says
+// whether the kernel granted it). In an optional: the tests end it early.
+std::optional<Runtime> uring_runtime(Flavour flavour) {
+  Runtime::Builder b = make_builder(flavour);
+  b.io_uring(true);
+  return std::optional<Runtime>(b.build());
+}
+
 Task<void> read_one_byte(const fs::File* f, std::atomic<int>* done, std::atomic<int>* ok) {
   std::vector<std::byte> b(1);
   Expected<std::size_t> r = co_await f->read_at(b, 0);
@@ -63,12 +71,7 @@ Task<void> read_one_byte(const fs::File* f, std::atomic<int>* done, std::atomic<
 }
 
 TEST_P(UringOverflowTest, MoreCompletionsAtOnceThanTheCompletionQueueHoldsAllArrive) {
-  std::optional<Runtime> rt;
-  {
-    Runtime::Builder b = make_builder(GetParam().flavour);
-    b.io_uring(true);
-    rt.emplace(b.build());
-  }
+  std::optional<Runtime> rt = uring_runtime(GetParam().flavour);
   if (!rt->uses_io_uring()) GTEST_SKIP() << "io_uring refused by this kernel";
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
@@ -114,12 +117,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, UringShutdownTest,
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST_P(UringShutdownTest, ShutdownTimeoutIsOneBoundForTheRingAndThePool) {
-  std::optional<Runtime> rt;
-  {
-    Runtime::Builder b = make_builder(GetParam().flavour);
-    b.io_uring(true);
-    rt.emplace(b.build());
-  }
+  std::optional<Runtime> rt = uring_runtime(GetParam().flavour);
   if (!rt->uses_io_uring()) GTEST_SKIP() << "io_uring refused by this kernel";
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
@@ -207,12 +205,7 @@ Task<bool> read_at_checked(const fs::File* f, std::size_t offset, std::size_t le
 }
 
 TEST_P(UringRefusalTest, RefusedSubmissionsAreRetriedNotStranded) {
-  std::optional<Runtime> rt;
-  {
-    Runtime::Builder b = make_builder(GetParam().flavour);
-    b.io_uring(true);
-    rt.emplace(b.build());
-  }
+  std::optional<Runtime> rt = uring_runtime(GetParam().flavour);
   if (!rt->uses_io_uring()) GTEST_SKIP() << "io_uring refused by this kernel";
   TempDir dir;
   constexpr std::size_t kSize = 256 * 1024;
